@@ -1,0 +1,451 @@
+"""Input checks done in Python before any store is touched (ADR-005, "Provider Upsert").
+
+Both implementations call these, so bad input gets the same typed error from either, and a
+rejected call never changes anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from activity._time import span_ms, to_ms
+from activity.credentials import CredentialResolver, CredentialUnavailable
+from activity.errors import InvalidBatch, InvalidRequest
+from activity.types import (
+    HEALTH_STATES,
+    PROTOCOLS,
+    ExtractFilters,
+    ExtractMode,
+    ExtractRequest,
+    FetchedBatch,
+    HealthUpdate,
+    ProxyState,
+    RuntimeReport,
+)
+
+if TYPE_CHECKING:
+    from activity.types import PoolOptions
+
+# Labels that become part of an index key name: short, no spaces, no control characters.
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}")
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
+_MAX_LABELS = 32
+_MAX_CONCURRENCY = 100_000
+_MAX_REASON = 200
+
+
+def check_options(options: PoolOptions) -> None:
+    if not _PREFIX.fullmatch(options.prefix):
+        raise InvalidRequest("prefix must be 1-32 characters of [A-Za-z0-9._-]")
+    for name in (
+        "max_upsert_batch",
+        "script_batch_cap",
+        "max_health_batch",
+        "max_extract_count",
+        "scan_budget",
+        "clean_budget",
+        "max_sweep_limit",
+        "max_report_entries",
+        "max_text",
+    ):
+        value = getattr(options, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidRequest(f"PoolOptions.{name} must be a positive integer")
+    if options.max_gateway_reserve < 0:
+        raise InvalidRequest("PoolOptions.max_gateway_reserve must be >= 0")
+    for name in ("idempotency_ttl", "operation_ttl", "report_ttl"):
+        value = getattr(options, name)
+        if not isinstance(value, timedelta) or span_ms(value) < 1:
+            raise InvalidRequest(f"PoolOptions.{name} must be a positive timedelta")
+
+
+def aware_ms(value: object, what: str, error: type[InvalidRequest] = InvalidRequest) -> int:
+    if not isinstance(value, datetime):
+        raise error(f"{what} must be a datetime")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise error(f"{what} must be timezone-aware")
+    return to_ms(value)
+
+
+def duration_ms(
+    value: object, what: str, *, minimum: int = 0, error: type[InvalidRequest] = InvalidRequest
+) -> int:
+    if not isinstance(value, timedelta):
+        raise error(f"{what} must be a timedelta")
+    ms = span_ms(value)
+    if ms < minimum:
+        raise error(f"{what} must be at least {minimum} ms")
+    return ms
+
+
+def count(
+    value: object, what: str, *, low: int, high: int, error: type[InvalidRequest] = InvalidRequest
+) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise error(f"{what} must be an integer")
+    if not low <= value <= high:
+        raise error(f"{what} must be between {low} and {high}")
+    return value
+
+
+def text(
+    value: object, what: str, options: PoolOptions, error: type[InvalidRequest] = InvalidRequest
+) -> str:
+    if not isinstance(value, str) or not value:
+        raise error(f"{what} must be a non-empty string")
+    if len(value) > options.max_text:
+        raise error(f"{what} is longer than {options.max_text} characters")
+    if not value.isprintable() or any(ch.isspace() for ch in value):
+        raise error(f"{what} must be printable without spaces")
+    return value
+
+
+def token(value: object, what: str, error: type[InvalidRequest] = InvalidRequest) -> str:
+    if not isinstance(value, str) or not _TOKEN.fullmatch(value):
+        raise error(f"{what} must be 1-64 characters of [A-Za-z0-9._:@+-]")
+    return value
+
+
+def digest(*parts: str) -> str:
+    """Stable 128-bit digest used in key names; a digest never reveals its input."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\x00")
+    return h.hexdigest()[:32]
+
+
+def unique_key_digest(upstream_independent_key: str) -> str:
+    # Not scoped by upstream on purpose: the same exit from two providers is one proxy, and
+    # the incumbent upstream keeps it (ADR-005 upsert step 3).
+    return digest("unique", upstream_independent_key.strip().lower())
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedProxy:
+    """One upsert candidate after Python-side validation, digesting and credential lookup."""
+
+    proxy_id: str
+    key_digest: str
+    host: str
+    port: int
+    protocol: str
+    region: str | None
+    carrier: str | None
+    max_concurrency: int
+    expires_ms: int
+    usable_ms: int
+    username: str | None
+    password: str | None
+    labels: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    upstream_id: str
+    max_size: int
+    fetched_ms: int
+    candidates: tuple[PreparedProxy, ...]
+    #: Candidates dropped in Python (past usable_until, unresolvable credentials).
+    dropped: int
+    #: Digest of the whole batch, to detect an operation ID reused for other content.
+    content_digest: str
+
+
+def prepare_batch(
+    batch: object, options: PoolOptions, resolver: CredentialResolver, now_ms: int
+) -> PreparedBatch:
+    if not isinstance(batch, FetchedBatch):
+        raise InvalidBatch("upsert_fetched takes a FetchedBatch")
+    upstream_id = token(batch.upstream_id, "upstream_id", InvalidBatch)
+    max_size = count(batch.max_size, "max_size", low=0, high=10**9, error=InvalidBatch)
+    margin_ms = duration_ms(batch.safety_margin, "safety_margin", error=InvalidBatch)
+    fetched_ms = aware_ms(batch.fetched_at, "fetched_at", InvalidBatch)
+    if batch.operation_id is not None:
+        text(batch.operation_id, "operation_id", options, InvalidBatch)
+    if not isinstance(batch.proxies, (list, tuple)):
+        raise InvalidBatch("proxies must be a list or tuple")
+    if len(batch.proxies) > options.max_upsert_batch:
+        raise InvalidBatch(f"batch has more than {options.max_upsert_batch} proxies")
+
+    seen_ids: set[str] = set()
+    seen_keys: set[str] = set()
+    accepted: list[PreparedProxy] = []
+    dropped = 0
+    for index, proxy in enumerate(batch.proxies):
+        where = f"proxies[{index}]"
+        pid = text(getattr(proxy, "proxy_id", None), f"{where}.proxy_id", options, InvalidBatch)
+        if pid in seen_ids:
+            raise InvalidBatch(f"{where}: proxy ID appears twice in the batch")
+        seen_ids.add(pid)
+        key = text(proxy.unique_key, f"{where}.unique_key", options, InvalidBatch)
+        key_digest = unique_key_digest(key)
+        if key_digest in seen_keys:
+            raise InvalidBatch(f"{where}: unique key appears twice in the batch")
+        seen_keys.add(key_digest)
+        host = text(proxy.host, f"{where}.host", options, InvalidBatch)
+        port = count(proxy.port, f"{where}.port", low=1, high=65535, error=InvalidBatch)
+        if proxy.protocol not in PROTOCOLS:
+            raise InvalidBatch(f"{where}.protocol must be one of {sorted(PROTOCOLS)}")
+        region = (
+            None if proxy.region is None else token(proxy.region, f"{where}.region", InvalidBatch)
+        )
+        carrier = (
+            None
+            if proxy.carrier is None
+            else token(proxy.carrier, f"{where}.carrier", InvalidBatch)
+        )
+        concurrency = count(
+            proxy.max_concurrency,
+            f"{where}.max_concurrency",
+            low=1,
+            high=_MAX_CONCURRENCY,
+            error=InvalidBatch,
+        )
+        expires_ms = aware_ms(proxy.expires_at, f"{where}.expires_at", InvalidBatch)
+        labels = _labels(proxy.labels, where, options)
+        usable_ms = expires_ms - margin_ms
+        username: str | None = None
+        password: str | None = None
+        if usable_ms <= now_ms:
+            dropped += 1  # dies inside the safety margin: never worth storing
+            continue
+        if proxy.secret_ref is not None:
+            try:
+                credential = resolver.resolve(proxy.secret_ref)
+            except CredentialUnavailable:
+                dropped += 1
+                continue
+            username, password = credential.username, credential.password
+        accepted.append(
+            PreparedProxy(
+                proxy_id=pid,
+                key_digest=key_digest,
+                host=host,
+                port=port,
+                protocol=proxy.protocol,
+                region=region,
+                carrier=carrier,
+                max_concurrency=concurrency,
+                expires_ms=expires_ms,
+                usable_ms=usable_ms,
+                username=username,
+                password=password,
+                labels=labels,
+            )
+        )
+    content = json.dumps(
+        [upstream_id, max_size, margin_ms, [_fingerprint(p) for p in accepted], dropped],
+        separators=(",", ":"),
+    )
+    return PreparedBatch(
+        upstream_id=upstream_id,
+        max_size=max_size,
+        fetched_ms=fetched_ms,
+        candidates=tuple(accepted),
+        dropped=dropped,
+        content_digest=digest("batch", content),
+    )
+
+
+def _optional_token(value: object, what: str) -> str | None:
+    return None if value is None else token(value, what, InvalidBatch)
+
+
+def _fingerprint(p: PreparedProxy) -> list[object]:
+    # Passwords enter the digest only through a hash, never verbatim.
+    secret = digest("cred", p.username or "", p.password or "")
+    return [p.proxy_id, p.key_digest, p.host, p.port, p.protocol, p.region, p.carrier,
+            p.max_concurrency, p.expires_ms, p.usable_ms, secret, p.labels]  # fmt: skip
+
+
+def _labels(value: object, where: str, options: PoolOptions) -> tuple[tuple[str, str], ...]:
+    if not isinstance(value, Mapping):
+        raise InvalidBatch(f"{where}.labels must be a mapping")
+    if len(value) > _MAX_LABELS:
+        raise InvalidBatch(f"{where}.labels has more than {_MAX_LABELS} entries")
+    pairs = []
+    for k, v in value.items():
+        text(k, f"{where}.labels key", options, InvalidBatch)
+        if not isinstance(v, str) or len(v) > options.max_text or not v.isprintable():
+            raise InvalidBatch(f"{where}.labels values must be printable strings")
+        pairs.append((k, v))
+    return tuple(sorted(pairs))
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedHealth:
+    proxy_id: str
+    state: ProxyState
+    checked_ms: int
+    latency_ms: int | None
+    failure_reason: str | None
+
+
+def prepare_health(updates: object, options: PoolOptions) -> tuple[PreparedHealth, ...]:
+    if not isinstance(updates, (list, tuple)):
+        raise InvalidBatch("apply_health takes a list of HealthUpdate")
+    if len(updates) > options.max_health_batch:
+        raise InvalidBatch(f"health batch has more than {options.max_health_batch} updates")
+    seen: set[str] = set()
+    out = []
+    for index, update in enumerate(updates):
+        where = f"updates[{index}]"
+        if not isinstance(update, HealthUpdate):
+            raise InvalidBatch(f"{where} must be a HealthUpdate")
+        pid = text(update.proxy_id, f"{where}.proxy_id", options, InvalidBatch)
+        if pid in seen:
+            raise InvalidBatch(f"{where}: proxy ID appears twice in the batch")
+        seen.add(pid)
+        if not isinstance(update.state, ProxyState) or update.state not in HEALTH_STATES:
+            raise InvalidBatch(f"{where}.state must be one of {sorted(HEALTH_STATES)}")
+        checked_ms = aware_ms(update.checked_at, f"{where}.checked_at", InvalidBatch)
+        latency = None
+        if update.latency_ms is not None:
+            latency = count(
+                update.latency_ms, f"{where}.latency_ms", low=0, high=3_600_000, error=InvalidBatch
+            )
+        reason = update.failure_reason
+        if reason is not None and (
+            not isinstance(reason, str) or len(reason) > _MAX_REASON or not reason.isprintable()
+        ):
+            raise InvalidBatch(f"{where}.failure_reason must be printable, at most 200 characters")
+        out.append(PreparedHealth(pid, update.state, checked_ms, latency, reason))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedExtract:
+    client_id: str
+    count: int
+    mode: ExtractMode
+    filters: tuple[tuple[str, str], ...]  # (dimension, value), in index order
+    max_health_age_ms: int | None
+    min_remaining_ms: int
+    reserve: int
+    #: Where the replay is stored ("idem" for a client key, "op" for a request ID), or None.
+    replay_kind: str | None
+    replay_digest: str | None
+    request_digest: str
+
+
+FILTER_DIMENSIONS = ("upstream", "region", "carrier", "protocol")
+
+
+def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
+    if not isinstance(request, ExtractRequest):
+        raise InvalidRequest("extract takes an ExtractRequest")
+    client_id = text(request.client_id, "client_id", options)
+    n = count(request.count, "count", low=1, high=options.max_extract_count)
+    if not isinstance(request.mode, ExtractMode):
+        raise InvalidRequest(f"mode must be one of {[m.value for m in ExtractMode]}")
+    if not isinstance(request.filters, ExtractFilters):
+        raise InvalidRequest("filters must be ExtractFilters")
+    filters = []
+    for dim in FILTER_DIMENSIONS:
+        value = getattr(request.filters, dim)
+        if value is not None:
+            filters.append((dim, token(value, f"filters.{dim}")))
+    if request.filters.protocol is not None and request.filters.protocol not in PROTOCOLS:
+        raise InvalidRequest(f"filters.protocol must be one of {sorted(PROTOCOLS)}")
+    health_age = None
+    if request.max_health_age is not None:
+        health_age = duration_ms(request.max_health_age, "max_health_age", minimum=1)
+    remaining = 0
+    if request.min_remaining is not None:
+        remaining = duration_ms(request.min_remaining, "min_remaining")
+    reserve = count(
+        request.reserve_for_gateway,
+        "reserve_for_gateway",
+        low=0,
+        high=options.max_gateway_reserve,
+    )
+    if n + reserve > options.scan_budget:
+        raise InvalidRequest("count + reserve_for_gateway exceeds the scan budget")
+    body = json.dumps(
+        [n, request.mode.value, filters, health_age, remaining, reserve], separators=(",", ":")
+    )
+    request_digest = digest("extract", body)
+    kind: str | None = None
+    replay: str | None = None
+    if request.idempotency_key is not None:
+        key = text(request.idempotency_key, "idempotency_key", options)
+        kind, replay = "idem", digest("idem", client_id, key)
+    elif request.request_id is not None:
+        rid = text(request.request_id, "request_id", options)
+        kind, replay = "op", digest("op-extract", client_id, rid)
+    return PreparedExtract(
+        client_id=client_id,
+        count=n,
+        mode=request.mode,
+        filters=tuple(filters),
+        max_health_age_ms=health_age,
+        min_remaining_ms=remaining,
+        reserve=reserve,
+        replay_kind=kind,
+        replay_digest=replay,
+        request_digest=request_digest,
+    )
+
+
+def limit(value: object, options: PoolOptions, what: str = "limit") -> int:
+    return count(value, what, low=1, high=options.max_sweep_limit)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedReport:
+    report: RuntimeReport
+    body_digest: str
+
+
+def prepare_report(report: object, options: PoolOptions) -> PreparedReport:
+    if not isinstance(report, RuntimeReport):
+        raise InvalidBatch("write_report takes a RuntimeReport")
+    text(report.worker_id, "worker_id", options, InvalidBatch)
+    text(report.session_id, "session_id", options, InvalidBatch)
+    count(report.sequence, "sequence", low=1, high=2**62, error=InvalidBatch)
+    count(report.snapshot_version, "snapshot_version", low=0, high=2**62, error=InvalidBatch)
+    count(report.epoch, "epoch", low=0, high=2**62, error=InvalidBatch)
+    if not isinstance(report.entries, tuple):
+        raise InvalidBatch("entries must be a tuple")
+    if len(report.entries) > options.max_report_entries:
+        raise InvalidBatch(f"report has more than {options.max_report_entries} entries")
+    seen: set[str] = set()
+    for index, entry in enumerate(report.entries):
+        where = f"entries[{index}]"
+        pid = text(entry.proxy_id, f"{where}.proxy_id", options, InvalidBatch)
+        if pid in seen:
+            raise InvalidBatch(f"{where}: proxy ID appears twice in the report")
+        seen.add(pid)
+        count(entry.epoch, f"{where}.epoch", low=0, high=2**62, error=InvalidBatch)
+        count(entry.active, f"{where}.active", low=0, high=_MAX_CONCURRENCY, error=InvalidBatch)
+        count(entry.reserved, f"{where}.reserved", low=0, high=_MAX_CONCURRENCY, error=InvalidBatch)
+        if not isinstance(entry.draining, bool):
+            raise InvalidBatch(f"{where}.draining must be a bool")
+    body = json.dumps(
+        [
+            report.snapshot_version,
+            report.epoch,
+            sorted([e.proxy_id, e.epoch, e.active, e.reserved, e.draining] for e in report.entries),
+        ],
+        separators=(",", ":"),
+    )
+    return PreparedReport(report, digest("report", body))
+
+
+def proxy_ids(values: object, options: PoolOptions, what: str) -> frozenset[str]:
+    if not isinstance(values, (list, tuple, set, frozenset)):
+        raise InvalidRequest(f"{what} must be a collection of proxy IDs")
+    if len(values) > options.max_report_entries:
+        raise InvalidRequest(f"{what} has more than {options.max_report_entries} entries")
+    return frozenset(text(v, what, options) for v in values)
+
+
+def ids(values: Sequence[object], options: PoolOptions, what: str) -> list[str]:
+    return [text(v, what, options) for v in values]

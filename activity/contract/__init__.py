@@ -1,0 +1,41 @@
+"""The activity pool's behaviour contract (ADR-005 "测试与验收"), reusable by any implementation.
+
+A test suite plugs an implementation in by defining a pytest fixture named ``make_pool`` that
+returns a :data:`PoolFactory`, and importing the test classes::
+
+    # tests/activity/test_contract.py
+    from activity.contract import *  # noqa: F403  (the Test* classes)
+
+    # tests/activity/conftest.py
+    @pytest.fixture(params=["memory", "redis"])
+    def make_pool(request): ...
+
+No test is rewritten for a new implementation; differences between backends are data in the
+harness (how server time moves), never a skip inside a test.
+"""
+
+from activity.contract.extract import TestExtract, TestExtractInput
+from activity.contract.harness import PoolFactory, PoolHarness
+from activity.contract.health import TestHealth, TestHealthInput
+from activity.contract.ownership import TestOwnership, TestOwnershipInput
+from activity.contract.runtime import TestRuntimeInput, TestWorkerRuntime
+from activity.contract.slots import TestSlots
+from activity.contract.sweep import TestSweep
+from activity.contract.upsert import TestUpsert, TestUpsertInput
+
+__all__ = [
+    "PoolFactory",
+    "PoolHarness",
+    "TestExtract",
+    "TestExtractInput",
+    "TestHealth",
+    "TestHealthInput",
+    "TestOwnership",
+    "TestOwnershipInput",
+    "TestRuntimeInput",
+    "TestSlots",
+    "TestSweep",
+    "TestUpsert",
+    "TestUpsertInput",
+    "TestWorkerRuntime",
+]

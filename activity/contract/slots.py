@@ -1,0 +1,98 @@
+"""Contract: managed count and available slots (ADR-005 ``pool.InventoryReader``)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from activity.contract.harness import PoolFactory, ids
+from activity.errors import InvalidRequest, ScanBudgetExhausted
+from activity.types import PoolOptions, ProxyState, RuntimeEntry, RuntimeReport, SnapshotRef
+
+SEC = timedelta(seconds=1)
+MIN = timedelta(minutes=1)
+
+
+class TestSlots:
+    def test_managed_counts_the_adrs_states(self, make_pool: PoolFactory):
+        """Slots: managed = FETCHED/CHECKING/AVAILABLE/SUSPECT/DRAINING of the upstream."""
+        h = make_pool()
+        h.upsert([h.proxy(p) for p in ["fetched", "checking", "avail", "suspect", "unhealthy",
+                                       "removed", "extracted", "draining"]])  # fmt: skip
+        h.upsert([h.proxy("elsewhere")], upstream="u2")
+        h.mark(["checking"], ProxyState.CHECKING)
+        h.mark(["avail", "extracted", "draining"], ProxyState.AVAILABLE)
+        h.mark(["suspect"], ProxyState.SUSPECT)
+        h.mark(["unhealthy"], ProxyState.UNHEALTHY)
+        h.mark(["removed"], ProxyState.REMOVED)
+        assert ids(h.take(1)) == ["avail"]
+        a = h.pool.assign(h.now, "draining", "w1", MIN)
+        h.pool.begin_drain("draining", "w1", a.epoch)
+        assert ids(h.take(1)) == ["extracted"]
+        # fetched, checking, suspect, draining
+        assert h.pool.upstream_inventory("u1").managed == 4
+        assert h.pool.upstream_inventory("u2").managed == 1
+
+    def test_unassigned_available_proxies_offer_their_maximum(self, make_pool: PoolFactory):
+        """Slots: an unassigned AVAILABLE proxy contributes max."""
+        h = make_pool()
+        h.stock("p1", max_concurrency=3)
+        h.stock("p2", max_concurrency=5)
+        h.upsert([h.proxy("p3", max_concurrency=7)])  # FETCHED: no slots
+        h.stock("other", upstream="u2", max_concurrency=11)
+        inv = h.pool.upstream_inventory("u1")
+        assert (inv.managed, inv.available_slots) == (3, 8)
+
+    def test_assigned_with_unknown_runtime_offers_nothing(self, make_pool: PoolFactory):
+        """Slots: assigned but no fresh runtime -> zero (fail closed)."""
+        h = make_pool()
+        h.stock("p1", "p2", max_concurrency=4)
+        h.pool.assign(h.now, "p1", "w1", MIN)
+        assert h.pool.upstream_inventory("u1").available_slots == 4
+
+    def test_assigned_with_fresh_runtime_offers_what_is_free(self, make_pool: PoolFactory):
+        """Slots: max - active - reserved when ownership and the fresh runtime agree."""
+        h = make_pool()
+        h.stock("p1", "p2", max_concurrency=4)
+        h.pool.open_session("w1", "s1", MIN)
+        a1 = h.pool.assign(h.now, "p1", "w1", MIN)
+        h.pool.assign(h.now, "p2", "w1", MIN)
+        view = h.pool.worker_assignments("w1", 10)
+        h.pool.issue_snapshot("w1", "s1", SnapshotRef(1, view.epoch, "c"), ["p1", "p2"])
+        h.pool.acknowledge_snapshot("w1", "s1", 1)
+        h.pool.write_report(
+            RuntimeReport("w1", "s1", 1, 1, view.epoch, (RuntimeEntry("p1", a1.epoch, 1, 2),))
+        )
+        assert h.pool.upstream_inventory("u1").available_slots == 1 + 4
+
+    def test_draining_and_past_usable_offer_nothing(self, make_pool: PoolFactory):
+        """Slots: only AVAILABLE proxies outside the safety margin count."""
+        h = make_pool()
+        h.stock("short", ttl=MIN, max_concurrency=2)
+        h.stock("drain", ttl=10 * MIN, max_concurrency=3)
+        a = h.pool.assign(h.now, "drain", "w1", MIN)
+        h.pool.begin_drain("drain", "w1", a.epoch)
+        assert h.pool.upstream_inventory("u1").available_slots == 2
+        h.advance(56 * SEC)  # "short" is inside its safety margin now
+        inv = h.pool.upstream_inventory("u1")
+        assert inv.available_slots == 0
+        assert inv.managed == 2
+
+    def test_fails_closed_over_the_scan_budget(self, make_pool: PoolFactory):
+        """Slots: more index members than one scan may read -> error, never an approximation."""
+        h = make_pool(options=PoolOptions(scan_budget=3))
+        h.stock("p1", "p2", "p3")
+        assert h.pool.upstream_inventory("u1").available_slots == 12
+        h.stock("x1", "x2", "x3", "x4", upstream="u2")  # other upstreams do not matter
+        assert h.pool.upstream_inventory("u1").available_slots == 12
+        h.stock("p4")
+        with pytest.raises(ScanBudgetExhausted):
+            h.pool.upstream_inventory("u1")
+
+    def test_bad_upstream_id(self, make_pool: PoolFactory):
+        """Slots / inventory: a malformed upstream ID is a typed error."""
+        h = make_pool()
+        for call in (h.pool.upstream_inventory, h.pool.inventory):
+            with pytest.raises(InvalidRequest):
+                call("not an id")

@@ -1,0 +1,70 @@
+"""Contract: bounded cleaning and exact inventory (ADR-005 "短 TTL 清理", "库存真值")."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from activity.contract.harness import PoolFactory, ids
+from activity.errors import InvalidRequest, ScanBudgetExhausted
+from activity.types import PoolOptions
+
+SEC = timedelta(seconds=1)
+MIN = timedelta(minutes=1)
+
+
+class TestSweep:
+    def test_sweep_is_bounded_and_eventually_complete(self, make_pool: PoolFactory):
+        """短 TTL 清理 layer 3: sweep(limit) removes at most limit; repeated calls finish."""
+        h = make_pool()
+        h.stock(*[f"old{i}" for i in range(10)], ttl=MIN)
+        h.stock("live", ttl=10 * MIN)
+        h.advance(2 * MIN)
+        results = [h.pool.sweep(4) for _ in range(4)]
+        assert [(r.expired, r.more) for r in results] == [
+            (4, True),
+            (4, True),
+            (2, False),
+            (0, False),
+        ]
+        assert h.pool.inventory("u1") == 1
+        assert ids(h.take(5)) == ["live"]
+
+    def test_sweep_keeps_counters_true(self, make_pool: PoolFactory):
+        """库存真值: EXPIRED decrements inventory once; extracted ones were already gone."""
+        h = make_pool()
+        h.stock("a", "b", "c", ttl=MIN)
+        h.take(1)
+        assert h.pool.inventory("u1") == 2
+        h.advance(2 * MIN)
+        assert h.pool.sweep(100).expired == 3
+        assert h.pool.inventory("u1") == 0
+        assert h.pool.upstream_inventory("u1").managed == 0
+        h.stock("a")
+        assert h.pool.inventory("u1") == 1
+
+    def test_inventory_is_exact_before_sweep_runs(self, make_pool: PoolFactory):
+        """库存真值: inventory never counts a proxy past its hard expiry, swept or not."""
+        h = make_pool()
+        h.stock("a", ttl=MIN)
+        h.stock("b", ttl=3 * MIN)
+        h.advance(2 * MIN)
+        assert h.pool.inventory("u1") == 1
+
+    def test_inventory_fails_closed_when_too_much_expired_at_once(self, make_pool: PoolFactory):
+        """Bounded everything: an exact answer that needs more cleaning than one scan is refused."""
+        h = make_pool(options=PoolOptions(scan_budget=3))
+        h.upsert([h.proxy(f"p{i}", ttl=MIN) for i in range(5)])
+        h.advance(2 * MIN)
+        with pytest.raises(ScanBudgetExhausted):
+            h.pool.inventory("u1")
+        h.pool.sweep(10)
+        assert h.pool.inventory("u1") == 0
+
+    @pytest.mark.parametrize("limit", [0, -1, 10_001, "10", 1.5])
+    def test_bad_limits(self, make_pool: PoolFactory, limit):
+        """短 TTL 清理: sweep's limit is itself bounded."""
+        h = make_pool()
+        with pytest.raises(InvalidRequest):
+            h.pool.sweep(limit)

@@ -1,0 +1,129 @@
+"""The narrow ports callers depend on (ADR-005 "模块边界").
+
+A service depends on the one port it needs, never on a store's keys, scripts or reply
+formats. ``MemoryPool`` and ``RedisPool`` implement all of them; the contract suite in
+``activity.contract`` proves they behave alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from activity.types import (
+    Assignment,
+    DrainStatus,
+    DrainTicket,
+    ExtractRequest,
+    ExtractResult,
+    FetchedBatch,
+    HealthResult,
+    HealthUpdate,
+    ReportResult,
+    RuntimeReport,
+    RuntimeView,
+    SnapshotRef,
+    SweepResult,
+    UpsertResult,
+    UpstreamInventory,
+    WorkerAssignments,
+    WorkerSession,
+)
+
+
+class Upserter(Protocol):
+    def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult: ...
+
+
+class HealthStore(Protocol):
+    def apply_health(self, updates: Sequence[HealthUpdate]) -> HealthResult: ...
+
+
+class InventoryReader(Protocol):
+    def inventory(self, upstream_id: str) -> int:
+        """Current unextracted, unexpired proxies of the upstream (exact, or an error)."""
+        ...
+
+
+class ExtractionStore(Protocol):
+    def extract(self, request: ExtractRequest) -> ExtractResult: ...
+
+
+class OwnershipRepository(Protocol):
+    def assign(
+        self, now: datetime, proxy_id: str, worker_id: str, ttl: timedelta
+    ) -> Assignment: ...
+
+    def renew(
+        self, now: datetime, proxy_id: str, worker_id: str, epoch: int, ttl: timedelta
+    ) -> Assignment: ...
+
+    def begin_drain(self, proxy_id: str, worker_id: str, epoch: int) -> Assignment: ...
+
+    def acknowledge_drain(
+        self, proxy_id: str, worker_id: str, epoch: int, active: int, reserved: int
+    ) -> DrainStatus: ...
+
+    def get(self, proxy_id: str) -> Assignment | None: ...
+
+    def expire(self, now: datetime, limit: int) -> list[Assignment]: ...
+
+
+class SessionWriter(Protocol):
+    def open_session(self, worker_id: str, session_id: str, ttl: timedelta) -> WorkerSession:
+        """Open, renew (same ID) or replace (new ID, fencing the old) a worker's session."""
+        ...
+
+
+class ReportWriter(Protocol):
+    def write_report(self, report: RuntimeReport) -> ReportResult: ...
+
+
+class RuntimeReader(Protocol):
+    def read_runtime(self, worker_id: str) -> RuntimeView | None:
+        """The worker's fresh runtime report, or None if missing, expired or fenced."""
+        ...
+
+
+class ControlStore(Protocol):
+    def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments: ...
+
+    def issue_snapshot(
+        self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]
+    ) -> int:
+        """Record a complete snapshot issued to the session; returns drain tickets bound."""
+        ...
+
+    def acknowledge_snapshot(
+        self, worker_id: str, session_id: str, version: int
+    ) -> WorkerSession: ...
+
+    def drain_tickets(self, worker_id: str, limit: int) -> list[DrainTicket]: ...
+
+
+class SlotsReader(Protocol):
+    """The ADR's ``pool.InventoryReader``: managed proxies and free gateway slots."""
+
+    def upstream_inventory(self, upstream_id: str) -> UpstreamInventory: ...
+
+
+class Maintenance(Protocol):
+    def sweep(self, limit: int) -> SweepResult: ...
+
+
+class ActivityPool(
+    Upserter,
+    HealthStore,
+    InventoryReader,
+    ExtractionStore,
+    OwnershipRepository,
+    SessionWriter,
+    ReportWriter,
+    RuntimeReader,
+    ControlStore,
+    SlotsReader,
+    Maintenance,
+    Protocol,
+):
+    """Every port at once: what the contract suite and the admin console hold."""

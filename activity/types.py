@@ -1,0 +1,314 @@
+"""Domain types of the activity pool (ADR-005). All frozen; datetimes are aware UTC."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from activity.credentials import SecretRef
+
+
+class ProxyState(StrEnum):
+    FETCHED = "fetched"
+    CHECKING = "checking"
+    AVAILABLE = "available"
+    SUSPECT = "suspect"
+    UNHEALTHY = "unhealthy"
+    DRAINING = "draining"
+    EXTRACTED = "extracted"
+    EXPIRED = "expired"
+    REMOVED = "removed"
+
+
+#: States a health checker may report.
+HEALTH_STATES = frozenset(
+    {
+        ProxyState.CHECKING,
+        ProxyState.AVAILABLE,
+        ProxyState.SUSPECT,
+        ProxyState.UNHEALTHY,
+        ProxyState.REMOVED,
+    }
+)
+#: States that count toward ``managed`` (ADR "Worker 运行态与容量汇总").
+MANAGED_STATES = frozenset(
+    {
+        ProxyState.FETCHED,
+        ProxyState.CHECKING,
+        ProxyState.AVAILABLE,
+        ProxyState.SUSPECT,
+        ProxyState.DRAINING,
+    }
+)
+#: Protocols a proxy may speak.
+PROTOCOLS = frozenset({"http", "https", "socks4", "socks5"})
+
+
+class ExtractMode(StrEnum):
+    PARTIAL = "partial"
+    ALL_OR_NOTHING = "all_or_nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolOptions:
+    """Bounds and defaults of one pool namespace; identical for MemoryPool and RedisPool.
+
+    Every loop in the pool is bounded by one of these numbers.
+    """
+
+    prefix: str = "pp"
+    #: Largest upsert batch accepted in one call (larger: InvalidBatch).
+    max_upsert_batch: int = 10_000
+    #: Largest number of proxies one upsert script handles; larger batches are chunked.
+    script_batch_cap: int = 500
+    #: Largest health batch.
+    max_health_batch: int = 1_000
+    #: Largest count one extract may ask for.
+    max_extract_count: int = 1_000
+    #: Largest gateway reserve one extract may keep back.
+    max_gateway_reserve: int = 10_000
+    #: Index members one extract or slots read may examine before giving up (fail closed).
+    scan_budget: int = 5_000
+    #: Expired records each write cleans opportunistically before its own work.
+    clean_budget: int = 16
+    #: Largest ``limit`` of sweep and ownership expire.
+    max_sweep_limit: int = 10_000
+    #: Replay TTL of an extract with an idempotency key (capped by the earliest hard expiry).
+    idempotency_ttl: timedelta = timedelta(minutes=10)
+    #: Lifetime of an internal operation result (request ID, upsert chunk).
+    operation_ttl: timedelta = timedelta(minutes=2)
+    #: Lifetime of a worker runtime report (Redis server time).
+    report_ttl: timedelta = timedelta(seconds=30)
+    #: Largest number of entries in one runtime report and in one snapshot.
+    max_report_entries: int = 10_000
+    #: Longest client ID, idempotency key, proxy ID, label value.
+    max_text: int = 256
+
+    def __post_init__(self) -> None:
+        # Imported here to keep this module free of validation helpers' import cycle.
+        from activity._validation import check_options
+
+        check_options(self)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedProxy:
+    proxy_id: str
+    unique_key: str
+    host: str
+    port: int
+    protocol: str
+    expires_at: datetime
+    region: str | None = None
+    carrier: str | None = None
+    max_concurrency: int = 1
+    secret_ref: SecretRef | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedBatch:
+    upstream_id: str
+    proxies: tuple[FetchedProxy, ...] | list[FetchedProxy]
+    max_size: int
+    safety_margin: timedelta
+    fetched_at: datetime
+    #: Retrying the same batch with the same ID returns the first result and changes nothing.
+    operation_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertResult:
+    inserted: int = 0
+    refreshed: int = 0
+    #: Candidates invalid on their own: already past usable_until, credentials unresolvable.
+    dropped: int = 0
+    #: Unique key held by another proxy ID or upstream (the incumbent keeps it).
+    conflicts: int = 0
+    #: EXTRACTED or REMOVED in this lifecycle: never re-enters by refresh.
+    skipped_terminal: int = 0
+    #: Not inserted because the upstream's unextracted inventory reached max_size.
+    over_capacity: int = 0
+    #: Expired records cleaned on the way.
+    cleaned: int = 0
+    replayed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class HealthUpdate:
+    proxy_id: str
+    state: ProxyState
+    checked_at: datetime
+    latency_ms: int | None = None
+    failure_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HealthResult:
+    applied: int = 0
+    #: No live record with that ID.
+    missing: int = 0
+    #: EXTRACTED or REMOVED records: health no longer applies.
+    ignored: int = 0
+    #: Older than the check already recorded (out-of-order checker results).
+    stale: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractFilters:
+    protocol: str | None = None
+    region: str | None = None
+    carrier: str | None = None
+    upstream: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractRequest:
+    client_id: str
+    count: int
+    mode: ExtractMode = ExtractMode.PARTIAL
+    filters: ExtractFilters = field(default_factory=ExtractFilters)
+    idempotency_key: str | None = None
+    #: Internal operation ID for one low-level retry when the client gave no key.
+    request_id: str | None = None
+    #: Only proxies whose last check is at most this old.
+    max_health_age: timedelta | None = None
+    #: Only proxies usable for at least this long from now.
+    min_remaining: timedelta | None = None
+    #: Matching proxies to leave in the pool for gateway workers.
+    reserve_for_gateway: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractedProxy:
+    proxy_id: str
+    upstream_id: str
+    host: str
+    port: int
+    protocol: str
+    region: str | None
+    carrier: str | None
+    expires_at: datetime
+    usable_until: datetime
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractResult:
+    proxies: tuple[ExtractedProxy, ...]
+    requested: int
+    replayed: bool = False
+
+    @property
+    def returned(self) -> int:
+        return len(self.proxies)
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    proxy_id: str
+    worker_id: str
+    epoch: int
+    lease_expires_at: datetime
+    draining: bool = False
+
+
+class DrainStatus(StrEnum):
+    RELEASED = "released"
+    #: Active or reserved connections remain.
+    WAITING_COUNTS = "waiting_counts"
+    #: No complete snapshot excluding the proxy has been issued and ACKed yet.
+    WAITING_SNAPSHOT = "waiting_snapshot"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRef:
+    version: int
+    epoch: int
+    checksum: str
+
+
+@dataclass(frozen=True, slots=True)
+class DrainTicket:
+    proxy_id: str
+    worker_id: str
+    assignment_epoch: int
+    #: The global epoch the first begin_drain moved to; an excluding snapshot must be this new.
+    required_epoch: int
+    #: The first complete excluding snapshot issued to the worker's session, once bound.
+    snapshot: SnapshotRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSession:
+    worker_id: str
+    session_id: str
+    expires_at: datetime
+    issued: SnapshotRef | None = None
+    acked: SnapshotRef | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerAssignments:
+    """What a snapshot for one worker is built from, read atomically."""
+
+    epoch: int
+    assignments: tuple[Assignment, ...]
+    #: False when the worker holds more than the limit asked for.
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeEntry:
+    proxy_id: str
+    #: The assignment epoch the worker holds the proxy under.
+    epoch: int
+    active: int
+    reserved: int
+    draining: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeReport:
+    worker_id: str
+    session_id: str
+    sequence: int
+    snapshot_version: int
+    epoch: int
+    entries: tuple[RuntimeEntry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReportResult:
+    replayed: bool = False
+    #: Draining proxies this report released (zero counts, ticket bound to an ACKed snapshot).
+    released: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeView:
+    worker_id: str
+    session_id: str
+    sequence: int
+    snapshot_version: int
+    epoch: int
+    entries: tuple[RuntimeEntry, ...]
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamInventory:
+    managed: int
+    available_slots: int
+
+
+@dataclass(frozen=True, slots=True)
+class SweepResult:
+    #: Records past their hard expiry that were removed.
+    expired: int = 0
+    #: True when more expired records remain: call again.
+    more: bool = False
