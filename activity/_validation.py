@@ -9,14 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from activity._time import span_ms, to_ms
-from activity.credentials import CredentialResolver, CredentialUnavailable
-from activity.errors import InvalidBatch, InvalidRequest
+from activity.credentials import Credential, CredentialResolver, CredentialUnavailable, SecretRef
+from activity.errors import InvalidBatch, InvalidRequest, StoreUnavailable
 from activity.types import (
     HEALTH_STATES,
     PROTOCOLS,
@@ -24,8 +24,10 @@ from activity.types import (
     ExtractMode,
     ExtractRequest,
     FetchedBatch,
+    FetchedProxy,
     HealthUpdate,
     ProxyState,
+    RuntimeEntry,
     RuntimeReport,
 )
 
@@ -38,10 +40,11 @@ _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 _MAX_LABELS = 32
 _MAX_CONCURRENCY = 100_000
 _MAX_REASON = 200
+_YEAR_MS = 366 * 24 * 3600 * 1000
 
 
 def check_options(options: PoolOptions) -> None:
-    if not _PREFIX.fullmatch(options.prefix):
+    if not isinstance(options.prefix, str) or not _PREFIX.fullmatch(options.prefix):
         raise InvalidRequest("prefix must be 1-32 characters of [A-Za-z0-9._-]")
     for name in (
         "max_upsert_batch",
@@ -57,12 +60,13 @@ def check_options(options: PoolOptions) -> None:
         value = getattr(options, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidRequest(f"PoolOptions.{name} must be a positive integer")
-    if options.max_gateway_reserve < 0:
-        raise InvalidRequest("PoolOptions.max_gateway_reserve must be >= 0")
-    for name in ("idempotency_ttl", "operation_ttl", "report_ttl"):
+    count(options.max_gateway_reserve, "PoolOptions.max_gateway_reserve", low=0, high=10**9)
+    for name in ("idempotency_ttl", "operation_ttl", "report_ttl", "max_proxy_ttl",
+                 "max_lease_ttl", "max_clock_skew"):  # fmt: skip
         value = getattr(options, name)
-        if not isinstance(value, timedelta) or span_ms(value) < 1:
-            raise InvalidRequest(f"PoolOptions.{name} must be a positive timedelta")
+        # A year bounds every TTL: key lifetimes stay finite and datetime arithmetic exact.
+        if not isinstance(value, timedelta) or not 1 <= span_ms(value) <= _YEAR_MS:
+            raise InvalidRequest(f"PoolOptions.{name} must be a timedelta of 1 ms to a year")
 
 
 def aware_ms(value: object, what: str, error: type[InvalidRequest] = InvalidRequest) -> int:
@@ -74,13 +78,18 @@ def aware_ms(value: object, what: str, error: type[InvalidRequest] = InvalidRequ
 
 
 def duration_ms(
-    value: object, what: str, *, minimum: int = 0, error: type[InvalidRequest] = InvalidRequest
+    value: object,
+    what: str,
+    *,
+    minimum: int = 0,
+    maximum: int = _YEAR_MS,
+    error: type[InvalidRequest] = InvalidRequest,
 ) -> int:
     if not isinstance(value, timedelta):
         raise error(f"{what} must be a timedelta")
     ms = span_ms(value)
-    if ms < minimum:
-        raise error(f"{what} must be at least {minimum} ms")
+    if not minimum <= ms <= maximum:
+        raise error(f"{what} must be between {minimum} ms and {maximum} ms")
     return ms
 
 
@@ -174,13 +183,17 @@ def prepare_batch(
     if len(batch.proxies) > options.max_upsert_batch:
         raise InvalidBatch(f"batch has more than {options.max_upsert_batch} proxies")
 
+    max_ttl_ms = span_ms(options.max_proxy_ttl)
     seen_ids: set[str] = set()
     seen_keys: set[str] = set()
     accepted: list[PreparedProxy] = []
+    raw: list[list[object]] = []
     dropped = 0
     for index, proxy in enumerate(batch.proxies):
         where = f"proxies[{index}]"
-        pid = text(getattr(proxy, "proxy_id", None), f"{where}.proxy_id", options, InvalidBatch)
+        if not isinstance(proxy, FetchedProxy):
+            raise InvalidBatch(f"{where} must be a FetchedProxy")
+        pid = text(proxy.proxy_id, f"{where}.proxy_id", options, InvalidBatch)
         if pid in seen_ids:
             raise InvalidBatch(f"{where}: proxy ID appears twice in the batch")
         seen_ids.add(pid)
@@ -191,8 +204,10 @@ def prepare_batch(
         seen_keys.add(key_digest)
         host = text(proxy.host, f"{where}.host", options, InvalidBatch)
         port = count(proxy.port, f"{where}.port", low=1, high=65535, error=InvalidBatch)
-        if proxy.protocol not in PROTOCOLS:
+        if not isinstance(proxy.protocol, str) or proxy.protocol not in PROTOCOLS:
             raise InvalidBatch(f"{where}.protocol must be one of {sorted(PROTOCOLS)}")
+        if proxy.secret_ref is not None and not isinstance(proxy.secret_ref, SecretRef):
+            raise InvalidBatch(f"{where}.secret_ref must be a SecretRef")
         region = (
             None if proxy.region is None else token(proxy.region, f"{where}.region", InvalidBatch)
         )
@@ -211,15 +226,19 @@ def prepare_batch(
         expires_ms = aware_ms(proxy.expires_at, f"{where}.expires_at", InvalidBatch)
         labels = _labels(proxy.labels, where, options)
         usable_ms = expires_ms - margin_ms
+        ref = None if proxy.secret_ref is None else digest("ref", proxy.secret_ref.ref)
+        # The operation digest covers the caller's input, not what survived filtering, so a
+        # retry after the clock moved or a secret rotated is still recognised as the same call.
+        raw.append([pid, key_digest, host, port, proxy.protocol, region, carrier, concurrency,
+                    expires_ms, ref, labels])  # fmt: skip
         username: str | None = None
         password: str | None = None
-        if usable_ms <= now_ms:
-            dropped += 1  # dies inside the safety margin: never worth storing
+        if usable_ms <= now_ms or expires_ms - now_ms > max_ttl_ms:
+            dropped += 1  # dies inside the safety margin, or an unbelievable provider TTL
             continue
         if proxy.secret_ref is not None:
-            try:
-                credential = resolver.resolve(proxy.secret_ref)
-            except CredentialUnavailable:
+            credential = _resolve(resolver, proxy.secret_ref)
+            if credential is None:
                 dropped += 1
                 continue
             username, password = credential.username, credential.password
@@ -240,10 +259,7 @@ def prepare_batch(
                 labels=labels,
             )
         )
-    content = json.dumps(
-        [upstream_id, max_size, margin_ms, [_fingerprint(p) for p in accepted], dropped],
-        separators=(",", ":"),
-    )
+    content = json.dumps([upstream_id, max_size, margin_ms, raw], separators=(",", ":"))
     return PreparedBatch(
         upstream_id=upstream_id,
         max_size=max_size,
@@ -258,11 +274,14 @@ def _optional_token(value: object, what: str) -> str | None:
     return None if value is None else token(value, what, InvalidBatch)
 
 
-def _fingerprint(p: PreparedProxy) -> list[object]:
-    # Passwords enter the digest only through a hash, never verbatim.
-    secret = digest("cred", p.username or "", p.password or "")
-    return [p.proxy_id, p.key_digest, p.host, p.port, p.protocol, p.region, p.carrier,
-            p.max_concurrency, p.expires_ms, p.usable_ms, secret, p.labels]  # fmt: skip
+def _resolve(resolver: CredentialResolver, ref: SecretRef) -> Credential | None:
+    """None when this reference cannot be resolved; a failing store fails the whole call."""
+    try:
+        return resolver.resolve(ref)
+    except CredentialUnavailable:
+        return None
+    except Exception as exc:  # any other failure is the store's, not this candidate's
+        raise StoreUnavailable("the credentials store failed; nothing was written") from exc
 
 
 def _labels(value: object, where: str, options: PoolOptions) -> tuple[tuple[str, str], ...]:
@@ -288,7 +307,9 @@ class PreparedHealth:
     failure_reason: str | None
 
 
-def prepare_health(updates: object, options: PoolOptions) -> tuple[PreparedHealth, ...]:
+def prepare_health(
+    updates: object, options: PoolOptions, now_ms: int
+) -> tuple[PreparedHealth, ...]:
     if not isinstance(updates, (list, tuple)):
         raise InvalidBatch("apply_health takes a list of HealthUpdate")
     if len(updates) > options.max_health_batch:
@@ -306,6 +327,9 @@ def prepare_health(updates: object, options: PoolOptions) -> tuple[PreparedHealt
         if not isinstance(update.state, ProxyState) or update.state not in HEALTH_STATES:
             raise InvalidBatch(f"{where}.state must be one of {sorted(HEALTH_STATES)}")
         checked_ms = aware_ms(update.checked_at, f"{where}.checked_at", InvalidBatch)
+        if checked_ms > now_ms + span_ms(options.max_clock_skew):
+            # A check from the future would make every later one look stale.
+            raise InvalidBatch(f"{where}.checked_at is in the future")
         latency = None
         if update.latency_ms is not None:
             latency = count(
@@ -419,6 +443,8 @@ def prepare_report(report: object, options: PoolOptions) -> PreparedReport:
     seen: set[str] = set()
     for index, entry in enumerate(report.entries):
         where = f"entries[{index}]"
+        if not isinstance(entry, RuntimeEntry):
+            raise InvalidBatch(f"{where} must be a RuntimeEntry")
         pid = text(entry.proxy_id, f"{where}.proxy_id", options, InvalidBatch)
         if pid in seen:
             raise InvalidBatch(f"{where}: proxy ID appears twice in the report")
@@ -447,5 +473,5 @@ def proxy_ids(values: object, options: PoolOptions, what: str) -> frozenset[str]
     return frozenset(text(v, what, options) for v in values)
 
 
-def ids(values: Sequence[object], options: PoolOptions, what: str) -> list[str]:
-    return [text(v, what, options) for v in values]
+def epoch(value: object, what: str = "epoch") -> int:
+    return count(value, what, low=0, high=2**62)

@@ -141,7 +141,8 @@ REPORT_REASONS = (
 #: Reasons carried by :class:`SnapshotRejected`.
 SNAPSHOT_REASONS = (
     "epoch_ahead",  # the snapshot claims an epoch the pool has not reached
-    "version_order",  # versions issued to one session must increase
+    "version_order",  # versions issued to one session increase, their epochs never go back
+    "includes_draining",  # a snapshot at or past a ticket's epoch still contains that proxy
     "not_issued",  # an ACK for a version that is not the last issued
 )
 

@@ -23,6 +23,7 @@ from activity._time import from_ms, span_ms
 from activity._zset import ZSet
 from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
+from activity.deadline import check_deadline
 from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
@@ -109,12 +110,13 @@ class _Ticket:
     assignment_epoch: int
     required_epoch: int
     snapshot: SnapshotRef | None = None
-    session_id: str | None = None  # the session the snapshot was issued to
+    generation: int | None = None  # the session generation the snapshot was issued to
 
 
 @dataclass(slots=True)
 class _Session:
     session_id: str
+    generation: int
     expires_ms: int
     issued: SnapshotRef | None = None
     acked: SnapshotRef | None = None
@@ -122,8 +124,9 @@ class _Session:
     last_digest: str | None = None
 
     def view(self, worker_id: str) -> WorkerSession:
+        expires = from_ms(self.expires_ms)
         return WorkerSession(
-            worker_id, self.session_id, from_ms(self.expires_ms), self.issued, self.acked
+            worker_id, self.session_id, self.generation, expires, self.issued, self.acked
         )
 
 
@@ -167,6 +170,7 @@ class MemoryPool:
         self._records: dict[str, _Record] = {}
         self._unique: dict[str, str] = {}
         self._expiry = ZSet()
+        self._upstream_expiry: dict[str, ZSet] = {}
         self._indexes: dict[tuple[str, str], ZSet] = {}
         self._inventory: dict[str, int] = {}
         self._managed: dict[str, int] = {}
@@ -177,8 +181,11 @@ class MemoryPool:
         self._tickets: dict[str, _Ticket] = {}
         self._worker_draining: dict[str, ZSet] = {}
         self._epoch = 0
+        self._generation = 0
         self._sessions: dict[str, _Session] = {}
+        self._session_expiry = ZSet()
         self._runtime: dict[str, _Runtime] = {}
+        self._runtime_expiry = ZSet()
         self._replays: dict[tuple[str, str], _Replay] = {}
         self._replay_expiry = ZSet()
 
@@ -225,7 +232,7 @@ class MemoryPool:
         return rec.state not in _TERMINAL, self._effective_state(rec) in MANAGED_STATES
 
     @contextmanager
-    def _tracking(self, rec: _Record, now_ms: int) -> Iterator[None]:
+    def _tracking(self, rec: _Record) -> Iterator[None]:
         """Keep counters and indexes derived from the record, whatever the block changes.
 
         Every state, ownership or expiry change of a proxy goes through here, so inventory,
@@ -244,8 +251,10 @@ class MemoryPool:
         self._bump(self._managed, upstream, int(managed_after) - int(managed_before))
         if not alive:
             return
+        # Membership ignores the clock: every read filters by score (usable_until > now), so
+        # index contents never depend on which caller's clock touched the record last.
         owner = self._owners.get(rec.proxy_id)
-        eligible = rec.state is ProxyState.AVAILABLE and rec.usable_ms > now_ms
+        eligible = rec.state is ProxyState.AVAILABLE
         if eligible and owner is None:
             for name in self._index_names(rec):
                 self._zadd(self._indexes, name, rec.proxy_id, rec.usable_ms)
@@ -262,13 +271,14 @@ class MemoryPool:
                 table.pop(key, None)
 
     # ------------------------------------------------------------------ deletion and cleaning
-    def _delete(self, rec: _Record, now_ms: int) -> None:
+    def _delete(self, rec: _Record) -> None:
         pid = rec.proxy_id
-        with self._tracking(rec, now_ms):
+        with self._tracking(rec):
             del self._records[pid]
             if self._unique.get(rec.key_digest) == pid:
                 del self._unique[rec.key_digest]
             self._expiry.remove(pid)
+            self._zrem(self._upstream_expiry, rec.upstream_id, pid)
             self._drop_owner(pid)
 
     def _drop_owner(self, pid: str) -> _Owner | None:
@@ -282,23 +292,31 @@ class MemoryPool:
             self._zrem(self._worker_draining, ticket.worker_id, pid)
         return owner
 
-    def _clean_expired(self, now_ms: int, limit: int) -> tuple[int, bool]:
-        """Remove up to ``limit`` records past their hard expiry; (removed, more remain)."""
-        due = self._expiry.at_most(now_ms, limit + 1)
+    def _clean_expired(
+        self, now_ms: int, limit: int, expiry: ZSet | None = None
+    ) -> tuple[int, bool]:
+        """Remove up to ``limit`` records past their hard expiry; (removed, more remain).
+
+        ``expiry`` is the global expiry index, or one upstream's when a read must be exact for
+        that upstream only (other upstreams' backlog never makes it fail).
+        """
+        due = (self._expiry if expiry is None else expiry).at_most(now_ms, limit + 1)
         for pid in due[:limit]:
-            self._delete(self._records[pid], now_ms)
+            self._delete(self._records[pid])
         self._purge_replays(now_ms)
         return min(len(due), limit), len(due) > limit
 
-    def _clean_for_read(self, now_ms: int) -> None:
+    def _clean_for_read(self, upstream_id: str, now_ms: int) -> None:
         """Reads that must be exact first clean what expired; too much to clean fails closed."""
-        _, more = self._clean_expired(now_ms, self.options.scan_budget)
+        expiry = self._upstream_expiry.get(upstream_id) or ZSet()
+        _, more = self._clean_expired(now_ms, self.options.scan_budget, expiry)
         if more:
             raise ScanBudgetExhausted("more expired records than one scan may clean; sweep first")
 
     def _purge_replays(self, now_ms: int) -> None:
-        # Redis drops these by key TTL; here they go when due (amortised, one entry each).
-        for kind_digest in self._replay_expiry.at_most(now_ms, len(self._replay_expiry)):
+        # Redis drops these by key TTL; here each call drops a bounded number of due entries,
+        # at least as many as one call can create, so the store stays bounded by the TTLs.
+        for kind_digest in self._replay_expiry.at_most(now_ms, self.options.clean_budget):
             self._replay_expiry.remove(kind_digest)
             kind, _, digest = kind_digest.partition(":")
             self._replays.pop((kind, digest), None)
@@ -321,16 +339,21 @@ class MemoryPool:
         with self._lock:
             now = self._now()
             prepared = v.prepare_batch(batch, self.options, self._credentials, now)
+            check_deadline()
             op = None
             if batch.operation_id is not None:
                 op = v.digest("op-upsert", prepared.upstream_id, batch.operation_id)
                 stored = self._replayed("op", op, prepared.content_digest, now)
                 if isinstance(stored, UpsertResult):
                     return dataclasses.replace(stored, replayed=True)
-            cleaned, _ = self._clean_expired(now, self.options.clean_budget)
             counts = Counter[str]()
-            for cand in prepared.candidates:
-                cleaned += self._upsert_one(prepared, cand, now, counts)
+            cap = self.options.script_batch_cap
+            # Chunks of script_batch_cap, each starting with its own bounded clean, exactly as
+            # RedisPool runs one script per chunk: the counts agree between the two.
+            for start in range(0, len(prepared.candidates), cap):
+                self._upsert_chunk(prepared, prepared.candidates[start : start + cap], now, counts)
+            if not prepared.candidates:
+                self._upsert_chunk(prepared, (), now, counts)
             result = UpsertResult(
                 inserted=counts["inserted"],
                 refreshed=counts["refreshed"],
@@ -338,24 +361,40 @@ class MemoryPool:
                 conflicts=counts["conflicts"],
                 skipped_terminal=counts["skipped_terminal"],
                 over_capacity=counts["over_capacity"],
-                cleaned=cleaned,
+                cleaned=counts["cleaned"],
             )
             if op is not None:
                 expires = now + span_ms(self.options.operation_ttl)
                 self._store_replay("op", op, prepared.content_digest, result, expires)
             return result
 
+    def _upsert_chunk(
+        self,
+        batch: v.PreparedBatch,
+        chunk: Sequence[v.PreparedProxy],
+        now: int,
+        counts: Counter[str],
+    ) -> None:
+        counts["cleaned"] += self._clean_expired(now, self.options.clean_budget)[0]
+        upstream = batch.upstream_id
+        if self._inventory.get(upstream, 0) + len(chunk) > batch.max_size:
+            # max_size is about live stock: the upstream's own expired records must not hold
+            # places. Bounded by the scan budget; beyond it the limit errs on the safe side.
+            expiry = self._upstream_expiry.get(upstream) or ZSet()
+            counts["cleaned"] += self._clean_expired(now, self.options.scan_budget, expiry)[0]
+        for cand in chunk:
+            self._upsert_one(batch, cand, now, counts)
+
     def _upsert_one(
         self, batch: v.PreparedBatch, cand: v.PreparedProxy, now: int, counts: Counter[str]
-    ) -> int:
-        """One candidate of ADR-005's six upsert steps; returns expired incumbents cleaned."""
-        cleaned = 0
+    ) -> None:
+        """One candidate of ADR-005's six upsert steps."""
         holder_id = self._unique.get(cand.key_digest)
         for pid in (holder_id, cand.proxy_id):
             rec = self._records.get(pid) if pid is not None else None
             if rec is not None and rec.expires_ms <= now:
-                self._delete(rec, now)  # an expired incumbent never blocks a new lifecycle
-                cleaned += 1
+                self._delete(rec)  # an expired incumbent never blocks a new lifecycle
+                counts["cleaned"] += 1
         holder_id = self._unique.get(cand.key_digest)
         rec = self._records.get(cand.proxy_id)
         if rec is None:
@@ -364,23 +403,26 @@ class MemoryPool:
             elif self._inventory.get(batch.upstream_id, 0) >= batch.max_size:
                 counts["over_capacity"] += 1
             else:
-                self._insert(batch, cand, now)
+                self._insert(batch, cand)
                 counts["inserted"] += 1
         elif rec.key_digest != cand.key_digest or rec.upstream_id != batch.upstream_id:
             counts["conflicts"] += 1  # the incumbent (ID and upstream) keeps its lifecycle
         elif rec.state in _TERMINAL:
             counts["skipped_terminal"] += 1  # EXTRACTED never re-enters by refresh
         else:
-            with self._tracking(rec, now):
+            with self._tracking(rec):
                 _apply_candidate(rec, cand)
-                self._expiry.add(rec.proxy_id, rec.expires_ms)
+                self._set_expiry(rec)
                 owner = self._owners.get(rec.proxy_id)
                 if owner is not None and owner.lease_ms > rec.usable_ms:
                     self._set_lease(rec.proxy_id, owner, rec.usable_ms)  # lease <= usable_until
             counts["refreshed"] += 1
-        return cleaned
 
-    def _insert(self, batch: v.PreparedBatch, cand: v.PreparedProxy, now: int) -> None:
+    def _set_expiry(self, rec: _Record) -> None:
+        self._expiry.add(rec.proxy_id, rec.expires_ms)
+        self._zadd(self._upstream_expiry, rec.upstream_id, rec.proxy_id, rec.expires_ms)
+
+    def _insert(self, batch: v.PreparedBatch, cand: v.PreparedProxy) -> None:
         rec = _Record(
             proxy_id=cand.proxy_id,
             upstream_id=batch.upstream_id,
@@ -398,17 +440,17 @@ class MemoryPool:
             password=cand.password,
             labels=cand.labels,
         )
-        with self._tracking(rec, now):
+        with self._tracking(rec):  # absent on entry: the insert is counted on exit
             self._records[rec.proxy_id] = rec
-        # _tracking saw the record absent on entry, so it counted the insert; indexes follow.
         self._unique[cand.key_digest] = cand.proxy_id
-        self._expiry.add(cand.proxy_id, cand.expires_ms)
+        self._set_expiry(rec)
 
     # ------------------------------------------------------------------ HealthStore
     def apply_health(self, updates: Sequence[HealthUpdate]) -> HealthResult:
         with self._lock:
-            prepared = v.prepare_health(updates, self.options)
             now = self._now()
+            prepared = v.prepare_health(updates, self.options, now)
+            check_deadline()
             self._clean_expired(now, self.options.clean_budget)
             applied = missing = ignored = stale = 0
             for upd in prepared:
@@ -420,7 +462,7 @@ class MemoryPool:
                 elif rec.checked_ms is not None and upd.checked_ms < rec.checked_ms:
                     stale += 1
                 else:
-                    with self._tracking(rec, now):
+                    with self._tracking(rec):
                         rec.state = upd.state
                         rec.checked_ms = upd.checked_ms
                         rec.latency_ms = upd.latency_ms
@@ -436,13 +478,15 @@ class MemoryPool:
     def inventory(self, upstream_id: str) -> int:
         v.token(upstream_id, "upstream_id")
         with self._lock:
-            self._clean_for_read(self._now())
+            check_deadline()
+            self._clean_for_read(upstream_id, self._now())
             return self._inventory.get(upstream_id, 0)
 
     # ------------------------------------------------------------------ ExtractionStore
     def extract(self, request: ExtractRequest) -> ExtractResult:
         prepared = v.prepare_extract(request, self.options)
         with self._lock:
+            check_deadline()
             now = self._now()
             kind, digest = prepared.replay_kind, prepared.replay_digest
             if kind is not None and digest is not None:
@@ -453,7 +497,7 @@ class MemoryPool:
             selected = self._select(prepared, now)
             proxies = []
             for rec in selected:
-                with self._tracking(rec, now):
+                with self._tracking(rec):
                     rec.state = ProxyState.EXTRACTED
                     rec.extracted_by = prepared.client_id
                 proxies.append(_extracted(rec))
@@ -511,6 +555,10 @@ class MemoryPool:
 
     # ------------------------------------------------------------------ OwnershipRepository
     def _owner_checked(self, proxy_id: str, worker_id: str, epoch: int) -> tuple[_Record, _Owner]:
+        v.text(proxy_id, "proxy_id", self.options)
+        v.text(worker_id, "worker_id", self.options)
+        v.epoch(epoch)
+        check_deadline()
         rec = self._records.get(proxy_id)
         owner = self._owners.get(proxy_id)
         if rec is None:
@@ -523,6 +571,9 @@ class MemoryPool:
             raise OwnershipConflict("assignment epoch does not match", reason="wrong_epoch")
         return rec, owner
 
+    def _lease_ms(self, ttl: object) -> int:
+        return v.duration_ms(ttl, "ttl", minimum=1, maximum=span_ms(self.options.max_lease_ttl))
+
     def _set_lease(self, proxy_id: str, owner: _Owner, lease_ms: int) -> None:
         owner.lease_ms = lease_ms
         self._owner_expiry.add(proxy_id, lease_ms)
@@ -533,9 +584,12 @@ class MemoryPool:
         now_ms = v.aware_ms(now, "now")
         v.text(proxy_id, "proxy_id", self.options)
         v.text(worker_id, "worker_id", self.options)
-        ttl_ms = v.duration_ms(ttl, "ttl", minimum=1)
+        ttl_ms = self._lease_ms(ttl)
         with self._lock:
-            self._clean_expired(now_ms, self.options.clean_budget)
+            check_deadline()
+            # Cleaning follows the pool's clock, never a caller's: a manager running ahead
+            # must not delete what the pool still considers live.
+            self._clean_expired(self._now(), self.options.clean_budget)
             rec = self._records.get(proxy_id)
             if rec is None or rec.expires_ms <= now_ms:
                 raise OwnershipConflict("no such proxy", reason="not_found")
@@ -547,7 +601,7 @@ class MemoryPool:
                 raise OwnershipConflict("proxy is past usable_until", reason="past_usable")
             self._epoch += 1
             owner = _Owner(worker_id, self._epoch, min(now_ms + ttl_ms, rec.usable_ms))
-            with self._tracking(rec, now_ms):
+            with self._tracking(rec):
                 self._owners[proxy_id] = owner
                 self._set_lease(proxy_id, owner, owner.lease_ms)
             return owner.view(proxy_id)
@@ -556,8 +610,7 @@ class MemoryPool:
         self, now: datetime, proxy_id: str, worker_id: str, epoch: int, ttl: timedelta
     ) -> Assignment:
         now_ms = v.aware_ms(now, "now")
-        v.count(epoch, "epoch", low=0, high=2**62)
-        ttl_ms = v.duration_ms(ttl, "ttl", minimum=1)
+        ttl_ms = self._lease_ms(ttl)
         with self._lock:
             rec, owner = self._owner_checked(proxy_id, worker_id, epoch)
             if owner.draining:
@@ -570,14 +623,12 @@ class MemoryPool:
             return owner.view(proxy_id)
 
     def begin_drain(self, proxy_id: str, worker_id: str, epoch: int) -> Assignment:
-        v.count(epoch, "epoch", low=0, high=2**62)
         with self._lock:
-            now_ms = self._now()
             rec, owner = self._owner_checked(proxy_id, worker_id, epoch)
             if owner.draining:
                 return owner.view(proxy_id)  # idempotent: one ticket, one epoch bump
             self._epoch += 1
-            with self._tracking(rec, now_ms):
+            with self._tracking(rec):
                 owner.draining = True
                 self._zrem(self._worker_owned, worker_id, proxy_id)
             self._tickets[proxy_id] = _Ticket(worker_id, owner.epoch, self._epoch)
@@ -587,7 +638,6 @@ class MemoryPool:
     def acknowledge_drain(
         self, proxy_id: str, worker_id: str, epoch: int, active: int, reserved: int
     ) -> DrainStatus:
-        v.count(epoch, "epoch", low=0, high=2**62)
         v.count(active, "active", low=0, high=2**31)
         v.count(reserved, "reserved", low=0, high=2**31)
         with self._lock:
@@ -596,30 +646,50 @@ class MemoryPool:
                 raise OwnershipConflict("begin_drain was not called", reason="not_draining")
             if active or reserved:
                 return DrainStatus.WAITING_COUNTS
-            if not self._barrier_passed(proxy_id, worker_id):
-                return DrainStatus.WAITING_SNAPSHOT
-            self._release(rec)
-            return DrainStatus.RELEASED
+            status = self._drain_status(proxy_id, worker_id, stated_idle=True)
+            if status is DrainStatus.RELEASED:
+                self._release(rec)
+            return status
 
-    def _barrier_passed(self, proxy_id: str, worker_id: str) -> bool:
-        """The ticket's excluding snapshot was issued to, and ACKed by, the live session."""
+    def _drain_status(self, proxy_id: str, worker_id: str, *, stated_idle: bool) -> DrainStatus:
+        """The barrier of a pending ticket, checked in the same atomic step as the release.
+
+        The snapshot bound to the ticket (the first excluding one at or past the required
+        epoch) must have been issued to, and ACKed by, the worker's live session. Then the
+        stored runtime decides: busy there means wait, whatever the caller says (a report may
+        have raced the caller's read); a report taken at or after that snapshot showing the
+        proxy idle releases; without such a report, the worker's own statement of zero counts
+        (``acknowledge_drain``) does.
+        """
         ticket = self._tickets[proxy_id]
         session = self._live_session(worker_id)
-        return (
-            ticket.snapshot is not None
-            and session is not None
-            and session.session_id == ticket.session_id
-            and session.acked is not None
-            and session.acked.version >= ticket.snapshot.version
-        )
+        bound = ticket.snapshot
+        if (
+            bound is None
+            or session is None
+            or session.generation != ticket.generation
+            or session.acked is None
+            or session.acked.version < bound.version
+            or session.acked.epoch < ticket.required_epoch
+        ):
+            return DrainStatus.WAITING_SNAPSHOT
+        runtime = self._fresh_runtime(worker_id)
+        if runtime is not None:
+            entry = runtime.entries.get(proxy_id)
+            if entry is not None and (entry.active or entry.reserved):
+                return DrainStatus.WAITING_COUNTS
+            if runtime.snapshot_version >= bound.version:
+                return DrainStatus.RELEASED
+        return DrainStatus.RELEASED if stated_idle else DrainStatus.WAITING_COUNTS
 
     def _release(self, rec: _Record) -> None:
-        with self._tracking(rec, self._now()):
+        with self._tracking(rec):
             self._drop_owner(rec.proxy_id)
 
     def get(self, proxy_id: str) -> Assignment | None:
         v.text(proxy_id, "proxy_id", self.options)
         with self._lock:
+            check_deadline()
             owner = self._owners.get(proxy_id)
             return None if owner is None else owner.view(proxy_id)
 
@@ -627,10 +697,11 @@ class MemoryPool:
         now_ms = v.aware_ms(now, "now")
         n = v.limit(limit, self.options)
         with self._lock:
+            check_deadline()
             expired = []
             for pid in self._owner_expiry.at_most(now_ms, n):
                 owner = self._owners[pid]
-                with self._tracking(self._records[pid], now_ms):
+                with self._tracking(self._records[pid]):
                     self._drop_owner(pid)
                 expired.append(owner.view(pid))
             return expired
@@ -643,6 +714,9 @@ class MemoryPool:
         return session
 
     def _session_for_write(self, worker_id: str, session_id: str) -> _Session:
+        v.text(worker_id, "worker_id", self.options)
+        v.text(session_id, "session_id", self.options)
+        check_deadline()
         session = self._sessions.get(worker_id)
         if session is None or session.session_id != session_id:
             raise SessionFenced("this worker session was replaced or never opened")
@@ -653,24 +727,33 @@ class MemoryPool:
     def open_session(self, worker_id: str, session_id: str, ttl: timedelta) -> WorkerSession:
         v.text(worker_id, "worker_id", self.options)
         v.text(session_id, "session_id", self.options)
-        ttl_ms = v.duration_ms(ttl, "ttl", minimum=1)
+        ttl_ms = self._lease_ms(ttl)
         with self._lock:
+            check_deadline()
             now = self._server_now()
             live = self._live_session(worker_id)
             if live is not None and live.session_id == session_id:
                 live.expires_ms = now + ttl_ms  # heartbeat of the current instance
+                self._session_expiry.add(worker_id, live.expires_ms)
                 return live.view(worker_id)
             # A new instance: the old one is fenced and its counts are no longer trusted.
-            session = _Session(session_id, now + ttl_ms)
+            self._generation += 1
+            session = _Session(session_id, self._generation, now + ttl_ms)
             self._sessions[worker_id] = session
-            self._runtime.pop(worker_id, None)
+            self._session_expiry.add(worker_id, session.expires_ms)
+            self._drop_runtime(worker_id)
             return session.view(worker_id)
+
+    def _drop_runtime(self, worker_id: str) -> None:
+        self._runtime.pop(worker_id, None)
+        self._runtime_expiry.remove(worker_id)
 
     # ------------------------------------------------------------------ ControlStore
     def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
         v.text(worker_id, "worker_id", self.options)
         n = v.count(limit, "limit", low=1, high=self.options.max_report_entries)
         with self._lock:
+            check_deadline()
             owned = self._worker_owned.get(worker_id) or ZSet()
             items = tuple(self._owners[pid].view(pid) for pid, _ in owned.first(n))
             return WorkerAssignments(self._epoch, items, complete=len(owned) <= n)
@@ -686,8 +769,23 @@ class MemoryPool:
                 raise SnapshotRejected("snapshot epoch is ahead of the pool", reason="epoch_ahead")
             if session.issued == ref:
                 return 0  # the same issue again
-            if session.issued is not None and ref.version <= session.issued.version:
-                raise SnapshotRejected("snapshot versions must increase", reason="version_order")
+            issued = session.issued
+            if issued is not None and (ref.version <= issued.version or ref.epoch < issued.epoch):
+                raise SnapshotRejected(
+                    "snapshot versions and epochs must not go back", reason="version_order"
+                )
+            for pid in included:
+                ticket = self._tickets.get(pid)
+                if (
+                    ticket is not None
+                    and ticket.worker_id == worker_id
+                    and ticket.required_epoch <= ref.epoch
+                ):
+                    # Built after the drain began, yet it still routes through the proxy.
+                    raise SnapshotRejected(
+                        "a snapshot this new must not include a draining proxy",
+                        reason="includes_draining",
+                    )
             pending = self._worker_draining.get(worker_id) or ZSet()
             if len(pending) > self.options.scan_budget:
                 raise ScanBudgetExhausted("too many pending drain tickets for one worker")
@@ -695,9 +793,9 @@ class MemoryPool:
             bound = 0
             for pid in pending:
                 ticket = self._tickets[pid]
-                fresh = ticket.snapshot is None or ticket.session_id != session_id
+                fresh = ticket.snapshot is None or ticket.generation != session.generation
                 if fresh and ticket.required_epoch <= ref.epoch and pid not in included:
-                    ticket.snapshot, ticket.session_id = ref, session_id
+                    ticket.snapshot, ticket.generation = ref, session.generation
                     bound += 1
             return bound
 
@@ -714,6 +812,7 @@ class MemoryPool:
         v.text(worker_id, "worker_id", self.options)
         n = v.limit(limit, self.options)
         with self._lock:
+            check_deadline()
             pending = self._worker_draining.get(worker_id) or ZSet()
             out = []
             for pid, _ in pending.first(n):
@@ -757,36 +856,35 @@ class MemoryPool:
                     proxy_ids=sorted(foreign)[:_MAX_REPORTED_IDS],
                 )
             now = self._server_now()
-            entries = {e.proxy_id: e for e in report.entries}
-            self._runtime[wid] = _Runtime(
+            runtime = _Runtime(
                 report.session_id,
                 report.sequence,
                 report.snapshot_version,
                 report.epoch,
-                entries,
+                {e.proxy_id: e for e in report.entries},
                 now + span_ms(self.options.report_ttl),
             )
+            self._runtime[wid] = runtime
+            self._runtime_expiry.add(wid, runtime.expires_ms)
             session.last_sequence, session.last_digest = report.sequence, prepared.body_digest
-            return ReportResult(released=self._release_drained(wid, entries))
+            return ReportResult(released=self._release_drained(wid))
 
     def _owned_by(self, proxy_id: str, worker_id: str, epoch: int) -> bool:
         owner = self._owners.get(proxy_id)
         return owner is not None and owner.worker_id == worker_id and owner.epoch == epoch
 
-    def _release_drained(self, worker_id: str, entries: dict[str, RuntimeEntry]) -> tuple[str, ...]:
-        """Release draining proxies that reached zero behind an ACKed excluding snapshot.
+    def _release_drained(self, worker_id: str) -> tuple[str, ...]:
+        """Release draining proxies whose barrier the report just stored lets through.
 
         Done in the same atomic step as the runtime replacement, so no report can slip in
         between reading the counts and releasing the ownership.
         """
         pending = self._worker_draining.get(worker_id) or ZSet()
-        released = []
-        for pid, _ in pending.first(self.options.scan_budget):
-            entry = entries.get(pid)
-            if entry is not None and (entry.active or entry.reserved):
-                continue
-            if self._barrier_passed(pid, worker_id):
-                released.append(pid)
+        released = [
+            pid
+            for pid, _ in pending.first(self.options.scan_budget)
+            if self._drain_status(pid, worker_id, stated_idle=False) is DrainStatus.RELEASED
+        ]
         for pid in released:
             self._release(self._records[pid])
         return tuple(sorted(released))
@@ -794,6 +892,7 @@ class MemoryPool:
     def read_runtime(self, worker_id: str) -> RuntimeView | None:
         v.text(worker_id, "worker_id", self.options)
         with self._lock:
+            check_deadline()
             runtime = self._fresh_runtime(worker_id)
             if runtime is None:
                 return None
@@ -820,8 +919,9 @@ class MemoryPool:
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:
         v.token(upstream_id, "upstream_id")
         with self._lock:
+            check_deadline()
             now = self._now()
-            self._clean_for_read(now)
+            self._clean_for_read(upstream_id, now)
             unassigned = self._index(("upstream", upstream_id))
             assigned = self._owned.get(upstream_id) or ZSet()
             budget = self.options.scan_budget
@@ -835,8 +935,8 @@ class MemoryPool:
     def _assigned_slots(self, proxy_id: str, now: int) -> int:
         owner = self._owners[proxy_id]
         runtime = self._fresh_runtime(owner.worker_id)
-        if owner.lease_ms <= now or runtime is None:
-            return 0  # unknown runtime: fail closed
+        if owner.lease_ms <= now or runtime is None or runtime.epoch < owner.epoch:
+            return 0  # unknown runtime (none, or from before this assignment): fail closed
         maximum = self._records[proxy_id].max_concurrency
         entry = runtime.entries.get(proxy_id)
         if entry is None:
@@ -849,8 +949,23 @@ class MemoryPool:
     def sweep(self, limit: int) -> SweepResult:
         n = v.limit(limit, self.options)
         with self._lock:
-            removed, more = self._clean_expired(self._now(), n)
-            return SweepResult(expired=removed, more=more)
+            check_deadline()
+            removed, more_records = self._clean_expired(self._now(), n)
+            sessions, more_sessions = self._clean_sessions(self._server_now(), n)
+            return SweepResult(
+                expired=removed, sessions=sessions, more=more_records or more_sessions
+            )
+
+    def _clean_sessions(self, now_ms: int, limit: int) -> tuple[int, bool]:
+        """Forget expired sessions and runtime reports (the ADR's *-expiry indexes)."""
+        for worker_id in self._runtime_expiry.at_most(now_ms, limit):
+            self._drop_runtime(worker_id)
+        due = self._session_expiry.at_most(now_ms, limit + 1)
+        for worker_id in due[:limit]:
+            self._session_expiry.remove(worker_id)
+            del self._sessions[worker_id]
+            self._drop_runtime(worker_id)
+        return min(len(due), limit), len(due) > limit
 
 
 def _apply_candidate(rec: _Record, cand: v.PreparedProxy) -> None:
@@ -882,5 +997,5 @@ def _check_ref(ref: object, options: PoolOptions) -> None:
     if not isinstance(ref, SnapshotRef):
         raise InvalidRequest("ref must be a SnapshotRef")
     v.count(ref.version, "ref.version", low=1, high=2**62)
-    v.count(ref.epoch, "ref.epoch", low=0, high=2**62)
+    v.epoch(ref.epoch, "ref.epoch")
     v.text(ref.checksum, "ref.checksum", options)

@@ -85,6 +85,13 @@ class PoolOptions:
     max_report_entries: int = 10_000
     #: Longest client ID, idempotency key, proxy ID, label value.
     max_text: int = 256
+    #: A provider TTL longer than this is not believed: the candidate is dropped. It also
+    #: bounds how long any key of the namespace can live.
+    max_proxy_ttl: timedelta = timedelta(days=1)
+    #: Longest ownership lease and worker session TTL one call may ask for.
+    max_lease_ttl: timedelta = timedelta(days=1)
+    #: How far in the future a health check time may lie (checker clocks drift).
+    max_clock_skew: timedelta = timedelta(seconds=60)
 
     def __post_init__(self) -> None:
         # Imported here to keep this module free of validation helpers' import cycle.
@@ -247,6 +254,9 @@ class DrainTicket:
 class WorkerSession:
     worker_id: str
     session_id: str
+    #: Store-assigned, strictly increasing per pool: reusing a session ID after it expired
+    #: still makes a new generation, so nothing bound to the old one carries over.
+    generation: int
     expires_at: datetime
     issued: SnapshotRef | None = None
     acked: SnapshotRef | None = None
@@ -310,5 +320,7 @@ class UpstreamInventory:
 class SweepResult:
     #: Records past their hard expiry that were removed.
     expired: int = 0
-    #: True when more expired records remain: call again.
+    #: Expired worker sessions (with their snapshot references and runtime) removed.
+    sessions: int = 0
+    #: True when more expired records or sessions remain: call again.
     more: bool = False

@@ -14,6 +14,8 @@ No test is rewritten for a new implementation; differences between backends are 
 harness (how server time moves), never a skip inside a test.
 """
 
+from activity.contract.concurrency import TestConcurrency
+from activity.contract.deadlines import TestDeadlines
 from activity.contract.extract import TestExtract, TestExtractInput
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
@@ -26,6 +28,8 @@ from activity.contract.upsert import TestUpsert, TestUpsertInput
 __all__ = [
     "PoolFactory",
     "PoolHarness",
+    "TestConcurrency",
+    "TestDeadlines",
     "TestExtract",
     "TestExtractInput",
     "TestHealth",

@@ -13,7 +13,7 @@ from activity.errors import (
     InvalidRequest,
     ScanBudgetExhausted,
 )
-from activity.types import ExtractFilters, ExtractMode, ExtractRequest, PoolOptions, ProxyState
+from activity.types import ExtractFilters, ExtractMode, ExtractRequest, PoolOptions
 
 SEC = timedelta(seconds=1)
 MIN = timedelta(minutes=1)
@@ -208,6 +208,16 @@ class TestExtract:
         assert again.replayed and again.proxies == first.proxies
         assert not h.take(1, request_id="req-2").replayed
 
+    def test_request_id_replay_lives_the_operation_ttl(self, make_pool: PoolFactory):
+        """幂等: a request ID guards a retry, not a business key: it lives operation_ttl."""
+        h = make_pool(
+            options=PoolOptions(operation_ttl=5 * SEC, idempotency_ttl=timedelta(minutes=10))
+        )
+        h.stock("p1", "p2")
+        h.take(1, request_id="req-1")
+        h.advance(6 * SEC)
+        assert not h.take(1, request_id="req-1").replayed
+
     def test_scan_budget_exhausted_is_not_insufficient(self, make_pool: PoolFactory):
         """独占提取: an incomplete bounded scan is temporarily unavailable, and changes nothing."""
         h = make_pool(options=PoolOptions(scan_budget=5))
@@ -230,9 +240,11 @@ class TestExtract:
     def test_a_complete_scan_at_the_budget_is_an_answer(self, make_pool: PoolFactory):
         """独占提取: exactly scan_budget candidates scanned completely is not 'exhausted'."""
         h = make_pool(options=PoolOptions(scan_budget=5))
-        h.stock(*[f"p{i}" for i in range(5)])
-        h.mark(["p4"], ProxyState.SUSPECT)
-        assert h.take(5).returned == 4
+        h.stock("stale")
+        h.advance(MIN)
+        h.stock(*[f"p{i}" for i in range(4)])
+        # All five are in the index and all five are read; one fails the freshness re-check.
+        assert h.take(5, max_health_age=10 * SEC).returned == 4
 
     def test_owned_proxies_are_not_extracted(self, make_pool: PoolFactory):
         """独占提取 step 3 / Worker 所有权: an assigned proxy is never handed to a client."""

@@ -101,11 +101,14 @@ BAD_UPDATES = {
     "state as a plain string": lambda h: [HealthUpdate("p1", "available", h.now)],
     "duplicate proxy": lambda h: [HealthUpdate("p1", ProxyState.AVAILABLE, h.now)] * 2,
     "negative latency": lambda h: [HealthUpdate("p1", ProxyState.AVAILABLE, h.now, -1)],
-    "oversize": lambda h: [HealthUpdate(f"p{i}", ProxyState.AVAILABLE, h.now) for i in range(6)],
+    "oversize": lambda h: [HealthUpdate(f"x{i}", ProxyState.AVAILABLE, h.now) for i in range(6)],
     "reason too long": lambda h: [
         HealthUpdate("p1", ProxyState.UNHEALTHY, h.now, failure_reason="x" * 201)
     ],
     "not a list": lambda h: HealthUpdate("p1", ProxyState.AVAILABLE, h.now),
+    "checked in the future": lambda h: [
+        HealthUpdate("p1", ProxyState.AVAILABLE, h.now + timedelta(minutes=2))
+    ],
 }
 
 
@@ -113,11 +116,12 @@ class TestHealthInput:
     @pytest.mark.parametrize("case", sorted(BAD_UPDATES))
     def test_bad_health_batches_raise_and_change_nothing(self, make_pool: PoolFactory, case):
         """健康状态: a malformed batch is refused whole, before any record changes."""
-        h = make_pool(options=PoolOptions(max_health_batch=5))
-        h.upsert([h.proxy("p1"), h.proxy("p2")])
+        h = make_pool(options=PoolOptions(max_health_batch=6))
+        h.stock("p1", "p2")
+        h.advance(SEC)
         updates = BAD_UPDATES[case](h)
-        if isinstance(updates, list) and case == "naive checked_at":
-            updates = [HealthUpdate("p2", ProxyState.AVAILABLE, h.now), *updates]
+        if isinstance(updates, list):  # a valid update rides along and must not apply either
+            updates = [HealthUpdate("p2", ProxyState.UNHEALTHY, h.now), *updates]
         with pytest.raises(InvalidBatch):
             h.pool.apply_health(updates)
-        assert h.take(2).proxies == ()
+        assert sorted(ids(h.take(2))) == ["p1", "p2"]

@@ -7,8 +7,15 @@ from datetime import datetime, timedelta
 import pytest
 
 from activity.contract.harness import PoolFactory, PoolHarness, ids
-from activity.errors import InvalidRequest, OwnershipConflict
-from activity.types import DrainStatus, PoolOptions, ProxyState, SnapshotRef
+from activity.errors import InvalidRequest, OwnershipConflict, SnapshotRejected
+from activity.types import (
+    DrainStatus,
+    PoolOptions,
+    ProxyState,
+    RuntimeEntry,
+    RuntimeReport,
+    SnapshotRef,
+)
 
 SEC = timedelta(seconds=1)
 MIN = timedelta(minutes=1)
@@ -152,6 +159,7 @@ class TestOwnership:
         view = h.pool.worker_assignments("w1", 10)
         assert [a.proxy_id for a in view.assignments] == ["p2", "p3"]
         assert view.complete
+        assert h.pool.worker_assignments("w1", 2).complete
         assert not h.pool.worker_assignments("w1", 1).complete
         assert view.epoch == a1.epoch + 3  # two assigns after p1, then the drain
 
@@ -192,6 +200,62 @@ class TestOwnership:
         assert h.pool.acknowledge_drain("p1", "w1", a.epoch, 0, 0) is DrainStatus.WAITING_SNAPSHOT
         h.pool.acknowledge_snapshot("w1", "s1", 2)
         assert h.pool.acknowledge_drain("p1", "w1", a.epoch, 0, 0) is DrainStatus.RELEASED
+
+    def test_a_busy_stored_report_outweighs_a_callers_zero(self, make_pool: PoolFactory):
+        """Worker 运行态: ACK, barrier and counts are checked together against stored state."""
+        h = make_pool()
+        h.stock("p1")
+        h.pool.open_session("w1", "s1", MIN)
+        a = h.pool.assign(h.now, "p1", "w1", MIN)
+        view = h.pool.worker_assignments("w1", 10)
+        first = SnapshotRef(h.serial(), view.epoch, "with")
+        h.pool.issue_snapshot("w1", "s1", first, ["p1"])
+        h.pool.acknowledge_snapshot("w1", "s1", first.version)
+        entries = (RuntimeEntry("p1", a.epoch, 3, 0),)
+        busy = RuntimeReport("w1", "s1", 1, first.version, view.epoch, entries)
+        h.pool.write_report(busy)
+        h.pool.begin_drain("p1", "w1", a.epoch)
+        _snapshot_acked(h, "w1", "s1", excluded_from=["p1"])
+        assert h.pool.acknowledge_drain("p1", "w1", a.epoch, 0, 0) is DrainStatus.WAITING_COUNTS
+        assert h.take(1).proxies == ()
+
+    def test_later_snapshots_may_not_bring_a_draining_proxy_back(self, make_pool: PoolFactory):
+        """Worker 运行态: snapshot epochs never go back, and a new one cannot hold the proxy."""
+        h = make_pool()
+        h.stock("p1")
+        h.pool.open_session("w1", "s1", MIN)
+        a = h.pool.assign(h.now, "p1", "w1", MIN)
+        before = h.pool.worker_assignments("w1", 10).epoch
+        h.pool.begin_drain("p1", "w1", a.epoch)
+        after = h.pool.worker_assignments("w1", 10).epoch
+        h.pool.issue_snapshot("w1", "s1", SnapshotRef(1, after, "excl"), [])
+        with pytest.raises(SnapshotRejected) as err:
+            h.pool.issue_snapshot("w1", "s1", SnapshotRef(2, before, "stale"), ["p1"])
+        assert err.value.reason == "version_order"
+        with pytest.raises(SnapshotRejected) as err:
+            h.pool.issue_snapshot("w1", "s1", SnapshotRef(2, after, "bad"), ["p1"])
+        assert err.value.reason == "includes_draining"
+
+    def test_a_binding_does_not_survive_a_new_session_generation(self, make_pool: PoolFactory):
+        """Worker 运行态 rule 1: a ticket bound for one session says nothing about the next."""
+        h = make_pool()
+        h.stock("p1")
+        h.pool.open_session("w1", "s1", timedelta(milliseconds=300))
+        a = h.pool.assign(h.now, "p1", "w1", MIN)
+        h.pool.begin_drain("p1", "w1", a.epoch)
+        _snapshot_acked(h, "w1", "s1", excluded_from=["p1"])
+        h.advance_server(timedelta(milliseconds=600))
+        again = h.pool.open_session("w1", "s1", MIN)  # same ID, expired: a new generation
+        assert again.acked is None
+        assert h.pool.acknowledge_drain("p1", "w1", a.epoch, 0, 0) is DrainStatus.WAITING_SNAPSHOT
+
+    def test_assign_checks_hard_expiry_at_the_callers_time(self, make_pool: PoolFactory):
+        """Worker 所有权: a proxy dead at the assignment's own `now` is not assigned."""
+        h = make_pool()
+        h.stock("p1", ttl=MIN)
+        with _Reason("not_found"):
+            h.pool.assign(h.now + 2 * MIN, "p1", "w1", MIN)
+        assert h.pool.inventory("u1") == 1  # the pool's own clock still sees it alive
 
     def test_a_snapshot_older_than_the_drain_does_not_bind(self, make_pool: PoolFactory):
         """Worker 运行态: the ticket binds only to a snapshot not older than its required epoch."""
@@ -259,20 +323,26 @@ class TestOwnershipInput:
     @pytest.mark.parametrize(
         "call",
         [
-            lambda h: h.pool.assign(_naive(), "p1", "w1", MIN),
-            lambda h: h.pool.assign(h.now, "p1", "w1", timedelta(0)),
-            lambda h: h.pool.assign(h.now, "p1", "", MIN),
-            lambda h: h.pool.renew(h.now, "p1", "w1", -1, MIN),
-            lambda h: h.pool.acknowledge_drain("p1", "w1", 1, -1, 0),
-            lambda h: h.pool.expire(h.now, 0),
-            lambda h: h.pool.expire(h.now, 10_001),
-            lambda h: h.pool.expire(_naive(), 10),
+            lambda h, a: h.pool.assign(_naive(), "p2", "w1", MIN),
+            lambda h, a: h.pool.assign(h.now, "p2", "w1", timedelta(0)),
+            lambda h, a: h.pool.assign(h.now, "p2", "", MIN),
+            lambda h, a: h.pool.assign(h.now, "p2", "w1", timedelta(days=400)),
+            lambda h, a: h.pool.renew(h.now, "p1", "w1", -1, MIN),
+            lambda h, a: h.pool.renew(h.now, "p1", ["w1"], a.epoch, MIN),
+            lambda h, a: h.pool.begin_drain("p1", "w1", "1"),
+            lambda h, a: h.pool.acknowledge_drain("p1", "w1", a.epoch, -1, 0),
+            lambda h, a: h.pool.expire(h.now + 2 * MIN, 0),
+            lambda h, a: h.pool.expire(h.now + 2 * MIN, 10_001),
+            lambda h, a: h.pool.expire(_naive(), 10),
         ],
         ids=[
             "naive now",
             "zero ttl",
             "empty worker",
+            "ttl of over a year",
             "negative epoch",
+            "worker as a list",
+            "epoch as a string",
             "negative active",
             "zero limit",
             "limit above the cap",
@@ -282,8 +352,9 @@ class TestOwnershipInput:
     def test_bad_ownership_input(self, make_pool: PoolFactory, call):
         """Worker 所有权: bad input is a typed error and assigns nothing."""
         h = make_pool(options=PoolOptions(max_sweep_limit=10_000))
-        h.stock("p1")
+        h.stock("p1", "p2")
+        a = h.pool.assign(h.now, "p1", "w1", MIN)
         with pytest.raises(InvalidRequest):
-            call(h)
-        assert h.pool.get("p1") is None
-        assert ids(h.take(1)) == ["p1"]
+            call(h, a)
+        assert h.pool.get("p1") == a
+        assert ids(h.take(2)) == ["p2"]

@@ -40,7 +40,7 @@ class _World:
         self.sequence = 0
 
     def snapshot(self) -> SnapshotRef:
-        view = self.h.pool.worker_assignments(self.worker, 100)
+        view = self.h.pool.worker_assignments(self.worker, self.h.options.max_report_entries)
         ref = SnapshotRef(self.h.serial(), view.epoch, f"sum-{self.h.serial()}")
         self.h.pool.issue_snapshot(
             self.worker, self.session, ref, [a.proxy_id for a in view.assignments]
@@ -210,6 +210,56 @@ class TestWorkerRuntime:
         assert h.pool.write_report(w.report(w.entry("p2", 1))).released == ("p1",)
         assert h.pool.get("p1") is None
 
+    def test_a_zero_report_before_the_excluding_ack_releases_nothing(self, make_pool):
+        """Worker 运行态: zero counts at a snapshot that still routes through it prove nothing."""
+        h = make_pool()
+        w = _World(h, "p1", "p2")
+        h.pool.begin_drain("p1", "w1", w.assignments["p1"].epoch)
+        assert h.pool.write_report(w.report()).released == ()
+        assert h.pool.get("p1") is not None
+
+    def test_a_report_from_before_an_assignment_says_nothing_about_it(self, make_pool):
+        """Slots: an assignment newer than the worker's report has unknown runtime -> zero."""
+        h = make_pool()
+        w = _World(h, "p1")
+        h.pool.write_report(w.report())
+        assert w.slots() == 4
+        h.stock("p2")
+        h.pool.assign(h.now, "p2", "w1", MIN)
+        assert w.slots() == 4  # p2: the report predates it, so it offers nothing yet
+
+    def test_a_lapsed_lease_offers_nothing(self, make_pool: PoolFactory):
+        """Slots: an assignment past its lease (not yet expired by the manager) fails closed."""
+        h = make_pool()
+        w = _World(h, "p1")
+        h.pool.write_report(w.report())
+        h.advance(5 * MIN)
+        assert w.slots() == 0
+
+    def test_an_expired_session_makes_its_runtime_unknown(self, make_pool: PoolFactory):
+        """Worker 运行态 rule 5: no live session, no runtime."""
+        h = make_pool()
+        w = _World(h, "p1")
+        h.pool.write_report(w.report())
+        h.pool.open_session("w1", "s1", timedelta(milliseconds=300))
+        h.advance_server(timedelta(milliseconds=600))
+        assert h.pool.read_runtime("w1") is None
+        assert w.slots() == 0
+
+    def test_sweep_forgets_expired_sessions(self, make_pool: PoolFactory):
+        """短 TTL 清理: sessions and reports leave the store when they expire."""
+        h = make_pool()
+        w = _World(h, "p1")
+        h.pool.write_report(w.report())
+        h.pool.open_session("w1", "s1", timedelta(milliseconds=300))
+        h.pool.open_session("w2", "s9", timedelta(milliseconds=300))
+        h.advance_server(timedelta(milliseconds=600))
+        result = h.pool.sweep(1)
+        assert (result.sessions, result.more) == (1, True)
+        assert h.pool.sweep(10).sessions == 1
+        with pytest.raises(SessionFenced):
+            h.pool.write_report(w.report())
+
     def test_snapshot_sequence(self, make_pool: PoolFactory):
         """ControlStore: issued versions increase, epochs never run ahead, ACK only the last."""
         h = make_pool()
@@ -252,6 +302,7 @@ class TestRuntimeInput:
             {"entries": [RuntimeEntry("p1", 1, 0, 0)]},
             {"worker_id": ""},
             {"entries": tuple(RuntimeEntry(f"p{i}", 1, 0, 0) for i in range(6))},
+            {"entries": (("p1", 1, 0, 0),)},
         ],
         ids=[
             "zero sequence",
@@ -262,14 +313,18 @@ class TestRuntimeInput:
             "entries as a list",
             "empty worker",
             "oversize",
+            "entry as a tuple",
         ],
     )
     def test_bad_reports(self, make_pool: PoolFactory, fields):
         """Worker 运行态: malformed reports are refused whole and change nothing."""
         h = make_pool(options=PoolOptions(max_report_entries=5))
-        h.pool.open_session("w1", "s1", MIN)
-        report = RuntimeReport(**{"worker_id": "w1", "session_id": "s1", "sequence": 1,
-                                  "snapshot_version": 0, "epoch": 0, **fields})  # fmt: skip
+        w = _World(h, "p1")
+        h.pool.write_report(w.report(w.entry("p1", 1)))
+        before = h.pool.read_runtime("w1")
+        fields = {"worker_id": "w1", "session_id": "s1", "sequence": 2,
+                  "snapshot_version": w.ref.version, "epoch": w.ref.epoch, **fields}  # fmt: skip
         with pytest.raises(InvalidBatch):
-            h.pool.write_report(report)
-        assert h.pool.read_runtime("w1") is None
+            h.pool.write_report(RuntimeReport(**fields))
+        assert h.pool.read_runtime("w1") == before
+        h.pool.write_report(w.report(w.entry("p1", 2)))  # sequence 2 is still free

@@ -179,6 +179,55 @@ class TestUpsert:
             h.upsert([h.proxy("p3")], operation_id="fetch-1")
         assert h.pool.inventory("u1") == 2
 
+    def test_a_retry_is_recognised_after_the_clock_moved(self, make_pool: PoolFactory):
+        """Upsert: the operation digest covers the caller's input, not what survived filtering."""
+        h = make_pool()
+        secret = h.credentials.put("user", "pw")
+        proxies = [h.proxy("p1", ttl=10 * SEC), h.proxy("p2", secret_ref=secret.ref)]
+        first = h.upsert(proxies, operation_id="op-1")
+        h.advance(6 * SEC)  # p1 is inside its safety margin now
+        h.credentials.revoke(secret.ref)
+        assert h.upsert(proxies, operation_id="op-1") == replace(first, replayed=True)
+
+    def test_a_refresh_that_shortens_life_cuts_the_lease(self, make_pool: PoolFactory):
+        """Worker 所有权: a lease never outlives usable_until, even after a refresh."""
+        h = make_pool()
+        h.stock("p1", ttl=10 * MIN)
+        h.pool.assign(h.now, "p1", "w1", 5 * MIN)
+        h.upsert([h.proxy("p1", ttl=2 * MIN)], margin=5 * SEC)
+        assert h.pool.get("p1").lease_expires_at == h.now + 2 * MIN - 5 * SEC
+
+    def test_an_expired_incumbent_never_blocks_even_past_the_clean_budget(self, make_pool):
+        """Upsert step 1: the incumbents in a candidate's way are cleaned whatever the budget."""
+        h = make_pool(options=PoolOptions(clean_budget=1))
+        h.upsert([h.proxy(p, ttl=MIN) for p in ("a", "b", "p1")])
+        h.advance(2 * MIN)
+        result = h.upsert([h.proxy("p1")])
+        assert (result.inserted, result.cleaned) == (1, 2)
+
+    def test_expired_records_do_not_hold_max_size_places(self, make_pool: PoolFactory):
+        """Upsert step 6: max_size bounds live stock; the upstream's dead records are cleaned."""
+        h = make_pool(options=PoolOptions(clean_budget=2))
+        h.upsert([h.proxy(f"old{i}", ttl=MIN) for i in range(10)], max_size=10)
+        h.advance(2 * MIN)
+        result = h.upsert([h.proxy(f"new{i}") for i in range(10)], max_size=10)
+        assert (result.inserted, result.over_capacity, result.cleaned) == (10, 0, 10)
+        assert h.pool.inventory("u1") == 10
+
+    def test_each_script_sized_chunk_cleans_on_its_own(self, make_pool: PoolFactory):
+        """Upsert: batches run in chunks of script_batch_cap, each with its bounded clean."""
+        h = make_pool(options=PoolOptions(clean_budget=1, script_batch_cap=2))
+        h.upsert([h.proxy(f"old{i}", ttl=MIN) for i in range(5)])
+        h.advance(2 * MIN)
+        result = h.upsert([h.proxy(f"n{i}") for i in range(5)])
+        assert (result.inserted, result.cleaned) == (5, 3)
+
+    def test_an_unbelievable_provider_ttl_is_dropped(self, make_pool: PoolFactory):
+        """Bounded everything: no record outlives max_proxy_ttl."""
+        h = make_pool(options=PoolOptions(max_proxy_ttl=timedelta(hours=1)))
+        result = h.upsert([h.proxy("p1", ttl=timedelta(hours=2)), h.proxy("p2")])
+        assert (result.inserted, result.dropped) == (1, 1)
+
     def test_credentials_are_resolved_before_writing(self, make_pool: PoolFactory):
         """凭据: resolution happens before commit; an unresolvable candidate is dropped."""
         h = make_pool()
@@ -216,6 +265,9 @@ BAD_BATCHES = {
     "bad region": lambda h: h.batch([replace(h.proxy("p1"), region="north america")]),
     "proxy ID with spaces": lambda h: h.batch([replace(h.proxy("p1"), proxy_id="p 1")]),
     "not a batch": lambda h: [h.proxy("p1")],
+    "not a proxy": lambda h: h.batch([{"proxy_id": "p1"}]),
+    "protocol as a list": lambda h: h.batch([replace(h.proxy("p1"), protocol=["http"])]),
+    "secret_ref as a string": lambda h: h.batch([replace(h.proxy("p1"), secret_ref="ref")]),
 }
 
 

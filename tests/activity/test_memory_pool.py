@@ -1,8 +1,7 @@
-"""MemoryPool beyond the contract: thread safety, the public surface, no secret in errors."""
+"""MemoryPool beyond the contract: the public surface, credentials, no secret in errors."""
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,53 +20,27 @@ from activity import (
     ProxyState,
     StaticCredentials,
 )
-from activity.errors import ERROR_CODES, ActivityError, InvalidBatch
+from activity.errors import ERROR_CODES, ActivityError, InvalidBatch, StoreUnavailable
 
 
-def _stocked_pool(n: int) -> tuple[MemoryPool, ManualClock]:
+class _BrokenStore:
+    def resolve(self, ref):
+        raise ConnectionError("vault unreachable")
+
+
+def test_a_failing_credentials_store_fails_the_whole_upsert():
+    """凭据: an outage is not a bad candidate: nothing is written, and it is not cached."""
     clock = ManualClock()
-    pool = MemoryPool(PoolOptions(), clock=clock)
+    pool = MemoryPool(PoolOptions(), clock=clock, credentials=_BrokenStore())
     now = clock.now()
-    proxies = [
-        FetchedProxy(
-            f"p{i}",
-            f"10.1.{i // 250}.{i % 250}:80",
-            f"10.1.{i // 250}.{i % 250}",
-            80,
-            "http",
-            now + timedelta(minutes=10),
-        )
-        for i in range(n)
-    ]
-    pool.upsert_fetched(FetchedBatch("u1", proxies, n, timedelta(seconds=5), now))
-    pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
-    return pool, clock
-
-
-def _race(pool: MemoryPool, extractors: int, count: int) -> list[list[str]]:
-    results: list[list[str]] = []
-    barrier = threading.Barrier(extractors)
-
-    def worker(i: int) -> None:
-        barrier.wait()
-        got = pool.extract(ExtractRequest(client_id=f"c{i}", count=count))
-        results.append([p.proxy_id for p in got.proxies])
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(extractors)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
-
-
-def test_concurrent_extractors_get_disjoint_sets():
-    """独占提取 under threads: 16 extractors, 100 rounds, no proxy handed out twice."""
-    for _ in range(100):
-        pool, _ = _stocked_pool(200)
-        handed = [pid for got in _race(pool, 16, 15) for pid in got]
-        assert len(handed) == len(set(handed)) == 200
-        assert pool.inventory("u1") == 0
+    ref = StaticCredentials().put("u", "p").ref
+    proxy = FetchedProxy(
+        "p1", "k1", "10.0.0.1", 80, "http", now + timedelta(minutes=5), secret_ref=ref
+    )
+    batch = FetchedBatch("u1", [proxy], 10, timedelta(0), now, operation_id="op-1")
+    with pytest.raises(StoreUnavailable):
+        pool.upsert_fetched(batch)
+    assert pool.inventory("u1") == 0
 
 
 def test_the_public_surface_of_the_architecture_imports():
