@@ -1,0 +1,271 @@
+"""``python -m pool_admin.launcher`` (``make run``): the whole stack in the foreground.
+
+Starts private Redis/PostgreSQL under RUN_DIR when nothing answers at a loopback URL, prepares
+the database (create, migrate, collectstatic, ensure_admin), then runs gunicorn, a Celery worker
+and Celery beat, each in its own process group. On SIGINT/SIGTERM, or when any child dies, it
+stops the children (SIGTERM, then SIGKILL after a timeout), then the servers it started itself
+(never pre-existing ones), and exits. No Django import: Django runs in the children.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+from pool_admin.localservices import (
+    DEFAULT_DATABASE_URL,
+    DEFAULT_REDIS_URL,
+    PostgresCluster,
+    RedisServer,
+    create_database_if_missing,
+    ensure_installed,
+    is_loopback,
+    postgres_answers,
+    redis_answers,
+    url_port,
+)
+from pool_admin.redact import redact_text, redact_url
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+STOP_TIMEOUT_S = 15.0
+READY_TIMEOUT_S = 60.0
+
+
+class LaunchError(RuntimeError):
+    """Setup could not complete; the message says why in one line."""
+
+
+def say(message: str) -> None:
+    print(f"launcher: {message}", flush=True)
+
+
+class StopFlag:
+    """Set by SIGINT/SIGTERM; the main loop polls it, so no handler ever runs cleanup itself."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        signal.signal(signal.SIGINT, self._handle)
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    def check(self) -> None:
+        if self.requested:
+            raise LaunchError(f"stopped by {signal.Signals(self.signum or 0).name} during setup")
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid  # start_new_session makes each child its group's leader
+
+
+def group_alive(pgid: int) -> bool:
+    """True while any non-zombie process is in process group ``pgid`` (scans /proc)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            return True
+    return False
+
+
+def stop_children(children: list[Child], timeout: float = STOP_TIMEOUT_S) -> None:
+    """SIGTERM every group, wait up to ``timeout`` for all of them, then SIGKILL the rest."""
+    for child in reversed(children):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for child in children:
+        while time.monotonic() < deadline and (
+            child.proc.poll() is None or group_alive(child.pgid)
+        ):
+            time.sleep(0.1)
+        if child.proc.poll() is None or group_alive(child.pgid):
+            say(f"{child.name} did not stop in {timeout:.0f} s; killing its process group")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pgid, signal.SIGKILL)
+        child.proc.wait()
+        say(f"{child.name} stopped (exit {child.proc.returncode})")
+
+
+def start_services(run_dir: Path, started: list[RedisServer | PostgresCluster]) -> None:
+    """Start private servers for loopback URLs that do not answer, appending each to ``started``.
+
+    Appending as we go lets the caller stop whatever did start when a later step fails.
+    """
+    redis_urls = {
+        os.environ.get(name) or os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
+        for name in ("REDIS_URL", "METRICS_REDIS_URL", "CELERY_BROKER_URL")
+    }
+    ports_started: set[int] = set()
+    for url in sorted(redis_urls):
+        port = url_port(url, 6379)
+        if port in ports_started or redis_answers(url):
+            continue
+        if not is_loopback(url):
+            raise LaunchError(
+                f"Redis at {redact_url(url)} does not answer (not loopback: not starting one)"
+            )
+        server = RedisServer(run_dir / "redis", port=port)
+        started.append(server)
+        server.start()
+        ports_started.add(port)
+        say(f"started redis-server pid={server.pid} port={port} dir={server.directory}")
+
+    database_url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL
+    if not postgres_answers(database_url):
+        if not is_loopback(database_url):
+            raise LaunchError(
+                f"PostgreSQL at {redact_url(database_url)} does not answer (not loopback)"
+            )
+        cluster = PostgresCluster(run_dir / "postgres", port=url_port(database_url, 5432))
+        started.append(cluster)  # appended first: a failed start may still leave a postmaster
+        cluster.start()
+        say(f"started postgres pid={cluster.pid} port={cluster.port} dir={cluster.datadir}")
+    create_database_if_missing(database_url)
+
+
+def stop_services(services: list[RedisServer | PostgresCluster]) -> None:
+    for service in reversed(services):
+        try:
+            service.stop()
+            say(f"stopped {type(service).__name__} on port {service.port}")
+        except RuntimeError as exc:
+            say(f"could not stop {type(service).__name__} on port {service.port}: {exc}")
+
+
+def manage(*args: str) -> None:
+    """Run a manage.py command in the foreground (same process group: Ctrl-C stops it too)."""
+    say(f"manage.py {' '.join(args)}")
+    done = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO_DIR, check=False)  # noqa: S603
+    if done.returncode != 0:
+        raise LaunchError(f"manage.py {args[0]} failed with exit {done.returncode}")
+
+
+def spawn(name: str, argv: list[str]) -> Child:
+    # Own session and process group: stopped as a unit, and not hit by the terminal's SIGINT.
+    proc = subprocess.Popen(argv, cwd=REPO_DIR, stdin=subprocess.DEVNULL, start_new_session=True)  # noqa: S603
+    say(f"started {name} pid={proc.pid}")
+    return Child(name, proc)
+
+
+def wait_until_serving(base_url: str, children: list[Child], stop: StopFlag) -> bool:
+    """Poll /healthz until it answers; False if stopped, a child died or the time ran out."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline and not stop.requested:
+        if any(child.proc.poll() is not None for child in children):
+            return False
+        try:
+            with urllib.request.urlopen(f"{base_url}/healthz", timeout=1) as response:  # noqa: S310
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def supervise(children: list[Child], stop: StopFlag) -> int:
+    """Block until a signal (exit 0) or until any child exits (exit 1)."""
+    while not stop.requested:
+        for child in children:
+            if child.proc.poll() is not None:
+                say(f"{child.name} exited with {child.proc.returncode}; stopping everything")
+                return 1
+        time.sleep(0.2)
+    say(f"received {signal.Signals(stop.signum or 0).name}; stopping everything")
+    return 0
+
+
+SETUP_STEPS = [
+    ["migrate", "--noinput"],
+    ["collectstatic", "--noinput", "-v", "0"],
+    ["ensure_admin"],
+]
+
+
+def child_commands(bind: str) -> list[tuple[str, list[str]]]:
+    """The long-running children: web (one worker per core), one small worker, beat."""
+    py = sys.executable
+    celery = [py, "-m", "celery", "-A", "pool_admin"]
+    web = ["--bind", bind, "--workers", str(os.cpu_count() or 1), "--graceful-timeout", "10"]
+    web.append("--no-control-socket")  # gunicorn's default ~/.gunicorn/gunicorn.ctl is shared
+    worker = ["--concurrency", "1", "--without-gossip", "--without-mingle"]
+    return [
+        ("gunicorn", [py, "-m", "gunicorn", "pool_admin.wsgi", *web, "--access-logfile", "-"]),
+        ("celery worker", [*celery, "worker", "--loglevel", "INFO", *worker]),
+        ("celery beat", [*celery, "beat", "--loglevel", "INFO"]),
+    ]
+
+
+def main() -> int:
+    stop = StopFlag()
+    run_dir = Path(os.environ.get("RUN_DIR") or REPO_DIR / ".run").absolute()
+    os.environ["RUN_DIR"] = str(run_dir)  # settings put STATIC_ROOT under it
+    if "POOL_DEV" not in os.environ:
+        os.environ["POOL_DEV"] = "1"
+        say("POOL_DEV=1: development secrets allowed (set DJANGO_SECRET_KEY for anything real)")
+    bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
+
+    services: list[RedisServer | PostgresCluster] = []
+    children: list[Child] = []
+    try:
+        ensure_installed()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        start_services(run_dir, services)
+        for step in SETUP_STEPS:
+            stop.check()
+            manage(*step)
+        for name, argv in child_commands(bind):
+            stop.check()
+            children.append(spawn(name, argv))
+        host, _, port = bind.rpartition(":")
+        base_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"  # noqa: S104
+        if wait_until_serving(base_url, children, stop):
+            say(
+                "Proxy Pool is up. Open:\n"
+                f"    admin      {base_url}/admin/\n"
+                f"    readiness  {base_url}/readyz\n"
+                f"    API docs   {base_url}/api/docs/\n"
+                "  Ctrl-C stops everything."
+            )
+        elif not stop.requested:
+            say(f"no answer from {base_url}/healthz yet; watch the logs above")
+        return supervise(children, stop)
+    except LaunchError as exc:
+        if stop.requested:  # a setup step that died of the same Ctrl-C is no error
+            say(f"stopped by {signal.Signals(stop.signum or 0).name} during setup")
+            return 0
+        say(str(exc))
+        return 1
+    except Exception as exc:  # install, server start or database creation failed
+        say(f"error: {type(exc).__name__}: {redact_text(str(exc))}")
+        return 1
+    finally:
+        stop_children(children)
+        stop_services(services)
+        say("all stopped")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""Django settings, read from the environment (see README's configuration table).
+
+Every variable goes through a typed helper in ``pool_admin.env`` that fails fast with the
+variable's name. One Redis URL per role: the activity pool, metrics, the Celery broker.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+
+from pool_admin.env import (
+    EnvError,
+    check_fernet_key,
+    env_bool,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+    env_url,
+)
+from pool_admin.localservices import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
+from pool_admin.redact import redact_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+RUN_DIR = Path(env_str("RUN_DIR", str(BASE_DIR / ".run")))
+
+DEBUG = env_bool("DEBUG", default=False)
+# POOL_DEV=1 marks a development machine (make run and the test harness set it): only then, or
+# with DEBUG, may the built-in development secrets below be used.
+DEV_DEFAULTS_ALLOWED = DEBUG or env_bool("POOL_DEV", default=False)
+
+SECRET_KEY = env_secret(
+    "DJANGO_SECRET_KEY",
+    dev_default="dev-only-insecure-django-secret-key-do-not-deploy-0123456789",
+    allow_dev_default=DEV_DEFAULTS_ALLOWED,
+)
+# Key that encrypts provider API credentials at rest (a Fernet key).
+POOL_SECRET_KEY = check_fernet_key(
+    "POOL_SECRET_KEY",
+    env_secret(
+        "POOL_SECRET_KEY",
+        dev_default="ZGV2LW9ubHktcG9vbC1zZWNyZXQta2V5LTMyYnl0ZXM=",  # dev only
+        allow_dev_default=DEV_DEFAULTS_ALLOWED,
+    ),
+)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+
+_REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)
+METRICS_REDIS_URL = env_url("METRICS_REDIS_URL", REDIS_URL, _REDIS_SCHEMES)
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, _REDIS_SCHEMES)
+
+DATABASE_URL = env_url(
+    "DATABASE_URL", DEFAULT_DATABASE_URL, frozenset({"postgres", "postgresql", "pgsql"})
+)
+try:
+    _database = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+except ValueError:
+    raise EnvError(
+        f"DATABASE_URL is not a valid database URL: {redact_url(DATABASE_URL)}"
+    ) from None
+# A dead database must fail a request in seconds, not hang a worker.
+_database.setdefault("OPTIONS", {})["connect_timeout"] = env_int(
+    "DATABASE_CONNECT_TIMEOUT", 3, minimum=2
+)
+DATABASES = {"default": _database}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_celery_beat",
+    "pool_admin",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "pool_admin.urls"
+WSGI_APPLICATION = "pool_admin.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in (
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    )
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# Static files: collectstatic (make run) copies them here and whitenoise serves them, so
+# gunicorn alone renders the admin with its CSS.
+STATIC_URL = "static/"
+STATIC_ROOT = RUN_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+# Security. Cookies are marked Secure only behind HTTPS (SECURE_COOKIES=1), since `make run`
+# serves plain HTTP on loopback and a Secure cookie would make the admin login impossible.
+SECURE_COOKIES = env_bool("SECURE_COOKIES", default=False)
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Proxy Pool API",
+    "DESCRIPTION": "Extract API and gateway control API of the proxy pool.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI assets come from drf-spectacular-sidecar: no CDN needed.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+# Celery: broker only; nobody reads task results, so there is no result backend.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+HEARTBEAT_PERIOD = timedelta(seconds=30)
+CELERY_BEAT_SCHEDULE = {
+    "heartbeat": {
+        "task": "pool_admin.heartbeat",
+        "schedule": HEARTBEAT_PERIOD,
+        # A run not started within one period is dropped, so a backlog never piles up.
+        "options": {"expires": HEARTBEAT_PERIOD.total_seconds()},
+    },
+}
+
+LOG_LEVEL = env_str("LOG_LEVEL", "INFO").upper()
+if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise EnvError(f"LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, got {LOG_LEVEL!r}")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {"redact": {"()": "pool_admin.redact.RedactPasswordsFilter"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {
+        "stderr": {
+            "class": "logging.StreamHandler",
+            "stream": "ext://sys.stderr",
+            "formatter": "plain",
+            "filters": ["redact"],
+        }
+    },
+    "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
+}

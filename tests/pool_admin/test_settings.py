@@ -1,0 +1,81 @@
+"""Settings fail fast on bad configuration, naming the variable and hiding passwords."""
+
+import os
+import subprocess
+import sys
+from urllib.parse import urlsplit
+
+import pytest
+from django.conf import settings
+
+from pool_admin.celery import app
+
+
+def import_settings(**overrides):
+    env = {k: v for k, v in os.environ.items() if k not in overrides}
+    env.update({k: v for k, v in overrides.items() if v is not None})
+    return subprocess.run(
+        [sys.executable, "-c", "import pool_admin.settings"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("DEBUG", "maybe", "DEBUG must be one of"),
+        ("REDIS_URL", "http://127.0.0.1:6379/0", "REDIS_URL must use one of the schemes"),
+        ("METRICS_REDIS_URL", "redis://:pw@h:bad/0", "METRICS_REDIS_URL is not a valid URL"),
+        ("DATABASE_URL", "mysql://root:pw@127.0.0.1/x", "DATABASE_URL must use one of the schemes"),
+        ("DATABASE_CONNECT_TIMEOUT", "1", "DATABASE_CONNECT_TIMEOUT must be >= 2"),
+        ("POOL_SECRET_KEY", "not-a-fernet-key", "POOL_SECRET_KEY must be urlsafe base64"),
+        ("ALLOWED_HOSTS", ",", "ALLOWED_HOSTS must list at least one value"),
+        ("LOG_LEVEL", "chatty", "LOG_LEVEL must be"),
+    ],
+)
+def test_bad_value_fails_fast_naming_the_variable(name, value, message):
+    done = import_settings(**{name: value})
+    assert done.returncode != 0
+    assert f"EnvError: {message}" in done.stderr
+    assert ":pw@" not in done.stderr
+
+
+def test_secret_key_required_outside_development():
+    done = import_settings(DJANGO_SECRET_KEY=None, DEBUG=None, POOL_DEV="0")
+    assert done.returncode != 0
+    assert "EnvError: DJANGO_SECRET_KEY is required" in done.stderr
+
+
+def test_production_like_configuration_imports():
+    key = "ZGV2LW9ubHktcG9vbC1zZWNyZXQta2V5LTMyYnl0ZXM="
+    done = import_settings(
+        DJANGO_SECRET_KEY="x" * 50,
+        POOL_SECRET_KEY=key,
+        POOL_DEV="0",
+        DEBUG="0",
+        ALLOWED_HOSTS="pool.example",
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_settings_use_the_servers_the_harness_chose(redis_url):
+    # The harness sets the environment before pytest-django imports the settings.
+    assert redis_url == settings.REDIS_URL
+    assert urlsplit(os.environ["DATABASE_URL"]).port == settings.DATABASES["default"]["PORT"]
+
+
+def test_beat_schedule_expires_each_run_after_one_period():
+    entry = settings.CELERY_BEAT_SCHEDULE["heartbeat"]
+    assert entry["task"] == "pool_admin.heartbeat"
+    assert entry["options"]["expires"] == entry["schedule"].total_seconds() == 30
+
+
+def test_celery_app_reads_django_settings():
+    assert app.conf.broker_url == settings.CELERY_BROKER_URL
+    assert app.conf.result_backend is None
+    assert app.conf.beat_scheduler == "django_celery_beat.schedulers:DatabaseScheduler"
+    assert "pool_admin.heartbeat" in app.tasks
