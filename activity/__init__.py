@@ -1,9 +1,12 @@
 """The activity pool (ADR-005): domain types, ports, errors and the reference MemoryPool.
 
 No Django here: this package is the domain, reusable by the web app, the Celery workers and
-tools. ``RedisPool``, the production deep module, arrives with the RedisPool issue and passes
-the same contract suite (``activity.contract``).
+tools. ``RedisPool`` (``activity.redis``), the production deep module, passes the same contract
+suite (``activity.contract``); it is imported lazily so that importing the domain types (the
+gateway runtime does) never imports a Redis client.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from activity.clock import Clock, ManualClock, SystemClock
 from activity.credentials import (
@@ -42,6 +45,18 @@ from activity.types import (
     WorkerSession,
 )
 
+if TYPE_CHECKING:
+    from activity.redis import RedisPool
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RedisPool":
+        from activity.redis import RedisPool
+
+        return RedisPool
+    raise AttributeError(f"module 'activity' has no attribute {name!r}")
+
+
 __all__ = [
     "Assignment",
     "Clock",
@@ -64,6 +79,7 @@ __all__ = [
     "MemoryPool",
     "PoolOptions",
     "ProxyState",
+    "RedisPool",
     "ReportResult",
     "RuntimeEntry",
     "RuntimeReport",

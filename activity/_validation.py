@@ -29,6 +29,7 @@ from activity.types import (
     ProxyState,
     RuntimeEntry,
     RuntimeReport,
+    SnapshotRef,
 )
 
 if TYPE_CHECKING:
@@ -475,3 +476,12 @@ def proxy_ids(values: object, options: PoolOptions, what: str) -> frozenset[str]
 
 def epoch(value: object, what: str = "epoch") -> int:
     return count(value, what, low=0, high=2**62)
+
+
+def snapshot_ref(ref: object, options: PoolOptions) -> SnapshotRef:
+    if not isinstance(ref, SnapshotRef):
+        raise InvalidRequest("ref must be a SnapshotRef")
+    count(ref.version, "ref.version", low=1, high=2**62)
+    epoch(ref.epoch, "ref.epoch")
+    text(ref.checksum, "ref.checksum", options)
+    return ref

@@ -27,7 +27,6 @@ from activity.deadline import check_deadline
 from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
-    InvalidRequest,
     OwnershipConflict,
     ReportRejected,
     ScanBudgetExhausted,
@@ -761,7 +760,7 @@ class MemoryPool:
     def issue_snapshot(
         self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]
     ) -> int:
-        _check_ref(ref, self.options)
+        v.snapshot_ref(ref, self.options)
         included = v.proxy_ids(proxy_ids, self.options, "proxy_ids")
         with self._lock:
             session = self._session_for_write(worker_id, session_id)
@@ -991,11 +990,3 @@ def _extracted(rec: _Record) -> ExtractedProxy:
         password=rec.password,
         labels=dict(rec.labels),
     )
-
-
-def _check_ref(ref: object, options: PoolOptions) -> None:
-    if not isinstance(ref, SnapshotRef):
-        raise InvalidRequest("ref must be a SnapshotRef")
-    v.count(ref.version, "ref.version", low=1, high=2**62)
-    v.epoch(ref.epoch, "ref.epoch")
-    v.text(ref.checksum, "ref.checksum", options)

@@ -2,30 +2,60 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
+import redis
 
 from activity import ManualClock, MemoryPool, PoolOptions, StaticCredentials
 from activity.contract import PoolHarness
+from activity.redis import RedisPool
 
 
-def _memory_pool(options: PoolOptions | None = None) -> PoolHarness:
-    clock = ManualClock()
-    server_clock = ManualClock()
-    credentials = StaticCredentials()
-    options = options or PoolOptions()
-    pool = MemoryPool(options, clock=clock, server_clock=server_clock, credentials=credentials)
+def _memory_factory(request: pytest.FixtureRequest) -> Callable[..., PoolHarness]:
+    def make(options: PoolOptions | None = None) -> PoolHarness:
+        clock, server_clock = ManualClock(), ManualClock()
+        credentials = StaticCredentials()
+        options = options or PoolOptions()
+        pool = MemoryPool(options, clock=clock, server_clock=server_clock, credentials=credentials)
+        return PoolHarness(pool, clock, credentials, options, server_clock.advance)
 
-    def advance_server(delta: timedelta) -> None:
-        server_clock.advance(delta)
-
-    return PoolHarness(pool, clock, credentials, options, advance_server)
+    return make
 
 
-FACTORIES = {"memory": _memory_pool}
+def _redis_factory(request: pytest.FixtureRequest) -> Callable[..., PoolHarness]:
+    url = request.getfixturevalue("redis_url")
+    client = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+    request.addfinalizer(client.close)
+
+    def make(options: PoolOptions | None = None) -> PoolHarness:
+        # Each pool gets its own namespace on the shared server: nothing is ever flushed.
+        prefix = f"t{uuid.uuid4().hex[:12]}"
+        options = options or PoolOptions()
+        options = PoolOptions(**{**_fields(options), "prefix": prefix})
+        clock = ManualClock()
+        credentials = StaticCredentials()
+        pool = RedisPool(client, options, clock=clock, credentials=credentials)
+        # Session and report TTLs run on the server's clock: real time has to pass.
+        return PoolHarness(pool, clock, credentials, options, _sleep)
+
+    return make
+
+
+def _sleep(delta: timedelta) -> None:
+    time.sleep(delta.total_seconds())
+
+
+def _fields(options: PoolOptions) -> dict[str, object]:
+    return {name: getattr(options, name) for name in PoolOptions.__dataclass_fields__}
+
+
+FACTORIES = {"memory": _memory_factory, "redis": _redis_factory}
 
 
 @pytest.fixture(params=sorted(FACTORIES))
-def make_pool(request):
-    return FACTORIES[request.param]
+def make_pool(request: pytest.FixtureRequest) -> Iterator[Callable[..., PoolHarness]]:
+    yield FACTORIES[request.param](request)

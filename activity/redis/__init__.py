@@ -1,0 +1,394 @@
+"""RedisPool: ADR-005's deep module on Redis. Callers see the constructor and the ports.
+
+Python validates, digests, does the TTL/safety-margin arithmetic and resolves credentials
+(``activity._validation``, shared with MemoryPool) before anything is sent; each port method is
+then one Lua script (``lua/``), one atomic step, exactly as each MemoryPool call holds its lock.
+Keys, scripts and reply formats stay private to this package.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+
+from activity import _validation as v
+from activity._time import from_ms, span_ms
+from activity.clock import Clock, SystemClock
+from activity.credentials import CredentialResolver, NoCredentials
+from activity.errors import InvalidRequest
+from activity.redis._scripts import Scripts
+from activity.types import (
+    Assignment,
+    DrainStatus,
+    DrainTicket,
+    ExtractedProxy,
+    ExtractRequest,
+    ExtractResult,
+    FetchedBatch,
+    HealthResult,
+    HealthUpdate,
+    PoolOptions,
+    ReportResult,
+    RuntimeEntry,
+    RuntimeReport,
+    RuntimeView,
+    SnapshotRef,
+    SweepResult,
+    UpsertResult,
+    UpstreamInventory,
+    WorkerAssignments,
+    WorkerSession,
+)
+
+__all__ = ["RedisPool"]
+
+#: Socket timeout of the pool's own connections when the given client has none: every call
+#: is bounded in time (ARCHITECTURE "Every remote call is bounded in time").
+DEFAULT_CALL_TIMEOUT = timedelta(seconds=2)
+
+
+class RedisPool:
+    """Every activity-pool port on one Redis (single instance or Sentinel)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        options: PoolOptions | None = None,
+        *,
+        clock: Clock | None = None,
+        credentials: CredentialResolver | None = None,
+        call_timeout: timedelta = DEFAULT_CALL_TIMEOUT,
+    ) -> None:
+        if not isinstance(client, redis.Redis):
+            raise InvalidRequest("RedisPool takes a redis.Redis client")
+        self.options = options or PoolOptions()
+        self._clock = clock or SystemClock()
+        self._credentials = credentials or NoCredentials()
+        self._client = _bounded(client, call_timeout)
+        # `{activity}` is the hash tag: every key lands in one Cluster slot, so every script
+        # stays atomic if the deployment ever moves to Cluster single-slot.
+        self._ns = f"{self.options.prefix}:{{activity}}:"
+        self._scripts = Scripts(self._client, self._ns + "meta")
+
+    def _now(self) -> int:
+        return v.aware_ms(self._clock.now(), "clock")
+
+    # ------------------------------------------------------------------ Upserter
+    def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult:
+        now = self._now()
+        prepared = v.prepare_batch(batch, self.options, self._credentials, now)
+        # Without a caller's operation ID, one of our own still makes each chunk's low-level
+        # retry (after a dropped connection) return the stored result.
+        operation = batch.operation_id or f"internal-{uuid.uuid4().hex}"
+        cap = self.options.script_batch_cap
+        chunks = [
+            prepared.candidates[start : start + cap]
+            for start in range(0, len(prepared.candidates), cap)
+        ] or [()]
+        whole = f"op:{v.digest('op-upsert-call', prepared.upstream_id, operation)}"
+        totals: dict[str, int] = {"dropped": prepared.dropped}
+        replayed = False
+        for index, chunk in enumerate(chunks):
+            op = v.digest("op-upsert", prepared.upstream_id, operation, str(index))
+            reply = self._scripts.call(
+                "upsert",
+                now,
+                prepared.upstream_id,
+                prepared.max_size,
+                self.options.clean_budget,
+                self.options.scan_budget,
+                prepared.fetched_ms,
+                f"op:{op}",
+                prepared.content_digest,
+                span_ms(self.options.operation_ttl),
+                [_candidate(c) for c in chunk],
+                whole,
+                index == len(chunks) - 1,
+                totals,
+                retry_safe=True,
+            )
+            if reply.pop("whole", False):
+                totals, replayed = reply, True  # the finished call, as it was first answered
+                break
+            reply.pop("replayed")  # a chunk replayed after a dropped connection: same call
+            for name, value in reply.items():
+                totals[name] = totals.get(name, 0) + int(value)
+        return UpsertResult(
+            inserted=int(totals["inserted"]),
+            refreshed=int(totals["refreshed"]),
+            dropped=int(totals["dropped"]),
+            conflicts=int(totals["conflicts"]),
+            skipped_terminal=int(totals["skipped_terminal"]),
+            over_capacity=int(totals["over_capacity"]),
+            cleaned=int(totals["cleaned"]),
+            replayed=replayed,
+        )
+
+    # ------------------------------------------------------------------ HealthStore
+    def apply_health(self, updates: Sequence[HealthUpdate]) -> HealthResult:
+        now = self._now()
+        prepared = v.prepare_health(updates, self.options, now)
+        rows = [[u.proxy_id, u.state.value, u.checked_ms, u.latency_ms, u.failure_reason]
+                for u in prepared]  # fmt: skip
+        reply = self._scripts.call("apply_health", now, self.options.clean_budget, rows)
+        return HealthResult(**{name: int(value) for name, value in reply.items()})
+
+    # ------------------------------------------------------------------ InventoryReader
+    def inventory(self, upstream_id: str) -> int:
+        v.token(upstream_id, "upstream_id")
+        reply = self._scripts.call("inventory", self._now(), upstream_id, self.options.scan_budget)
+        return int(reply)
+
+    # ------------------------------------------------------------------ ExtractionStore
+    def extract(self, request: ExtractRequest) -> ExtractResult:
+        req = v.prepare_extract(request, self.options)
+        if req.replay_kind is not None and req.replay_digest is not None:
+            kind, digest = req.replay_kind, req.replay_digest
+        else:
+            # No key and no request ID: an internal one guards our own single retry.
+            kind, digest = "op", v.digest("op-extract", req.client_id, uuid.uuid4().hex)
+        ttl = self.options.idempotency_ttl if kind == "idem" else self.options.operation_ttl
+        reply = self._scripts.call(
+            "extract",
+            self._now(),
+            req.client_id,
+            req.count,
+            req.mode.value,
+            [list(f) for f in req.filters],
+            -1 if req.max_health_age_ms is None else req.max_health_age_ms,
+            req.min_remaining_ms,
+            req.reserve,
+            self.options.scan_budget,
+            self.options.clean_budget,
+            f"{kind}:{digest}",
+            req.request_digest,
+            span_ms(ttl),
+            retry_safe=True,
+        )
+        proxies = tuple(_extracted(p) for p in _list(reply["proxies"]))
+        return ExtractResult(proxies, int(reply["requested"]), replayed=bool(reply["replayed"]))
+
+    # ------------------------------------------------------------------ OwnershipRepository
+    def _lease_ms(self, ttl: object) -> int:
+        return v.duration_ms(ttl, "ttl", minimum=1, maximum=span_ms(self.options.max_lease_ttl))
+
+    def _owner_args(self, proxy_id: str, worker_id: str, epoch: int) -> None:
+        v.text(proxy_id, "proxy_id", self.options)
+        v.text(worker_id, "worker_id", self.options)
+        v.epoch(epoch)
+
+    def assign(self, now: datetime, proxy_id: str, worker_id: str, ttl: timedelta) -> Assignment:
+        now_ms = v.aware_ms(now, "now")
+        v.text(proxy_id, "proxy_id", self.options)
+        v.text(worker_id, "worker_id", self.options)
+        ttl_ms = self._lease_ms(ttl)
+        reply = self._scripts.call(
+            "assign", now_ms, proxy_id, worker_id, ttl_ms, self.options.clean_budget, self._now()
+        )
+        return _assignment(reply)
+
+    def renew(
+        self, now: datetime, proxy_id: str, worker_id: str, epoch: int, ttl: timedelta
+    ) -> Assignment:
+        now_ms = v.aware_ms(now, "now")
+        ttl_ms = self._lease_ms(ttl)
+        self._owner_args(proxy_id, worker_id, epoch)
+        return _assignment(self._scripts.call("renew", now_ms, proxy_id, worker_id, epoch, ttl_ms))
+
+    def begin_drain(self, proxy_id: str, worker_id: str, epoch: int) -> Assignment:
+        self._owner_args(proxy_id, worker_id, epoch)
+        return _assignment(self._scripts.call("begin_drain", proxy_id, worker_id, epoch))
+
+    def acknowledge_drain(
+        self, proxy_id: str, worker_id: str, epoch: int, active: int, reserved: int
+    ) -> DrainStatus:
+        v.count(active, "active", low=0, high=2**31)
+        v.count(reserved, "reserved", low=0, high=2**31)
+        self._owner_args(proxy_id, worker_id, epoch)
+        reply = self._scripts.call(
+            "acknowledge_drain", proxy_id, worker_id, epoch, active, reserved
+        )
+        return DrainStatus(reply)
+
+    def get(self, proxy_id: str) -> Assignment | None:
+        v.text(proxy_id, "proxy_id", self.options)
+        raw = self._scripts.hget_json(self._ns + "owners", proxy_id)
+        return None if raw is None else _assignment({"id": proxy_id, **raw})
+
+    def expire(self, now: datetime, limit: int) -> list[Assignment]:
+        now_ms = v.aware_ms(now, "now")
+        n = v.limit(limit, self.options)
+        return [_assignment(a) for a in _list(self._scripts.call("expire", now_ms, n))]
+
+    # ------------------------------------------------------------------ sessions
+    def open_session(self, worker_id: str, session_id: str, ttl: timedelta) -> WorkerSession:
+        v.text(worker_id, "worker_id", self.options)
+        v.text(session_id, "session_id", self.options)
+        ttl_ms = self._lease_ms(ttl)
+        reply = self._scripts.call("open_session", worker_id, session_id, ttl_ms)
+        return _session(worker_id, reply)
+
+    # ------------------------------------------------------------------ ControlStore
+    def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
+        v.text(worker_id, "worker_id", self.options)
+        n = v.count(limit, "limit", low=1, high=self.options.max_report_entries)
+        reply = self._scripts.call("worker_assignments", worker_id, n)
+        items = tuple(_assignment(a) for a in _list(reply["assignments"]))
+        return WorkerAssignments(int(reply["epoch"]), items, bool(reply["complete"]))
+
+    def issue_snapshot(
+        self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]
+    ) -> int:
+        v.snapshot_ref(ref, self.options)
+        included = v.proxy_ids(proxy_ids, self.options, "proxy_ids")
+        v.text(worker_id, "worker_id", self.options)
+        v.text(session_id, "session_id", self.options)
+        reply = self._scripts.call(
+            "issue_snapshot",
+            worker_id,
+            session_id,
+            {"v": ref.version, "e": ref.epoch, "c": ref.checksum},
+            sorted(included),
+            self.options.scan_budget,
+        )
+        return int(reply)
+
+    def acknowledge_snapshot(self, worker_id: str, session_id: str, version: int) -> WorkerSession:
+        v.count(version, "version", low=1, high=2**62)
+        v.text(worker_id, "worker_id", self.options)
+        v.text(session_id, "session_id", self.options)
+        reply = self._scripts.call("acknowledge_snapshot", worker_id, session_id, version)
+        return _session(worker_id, reply)
+
+    def drain_tickets(self, worker_id: str, limit: int) -> list[DrainTicket]:
+        v.text(worker_id, "worker_id", self.options)
+        n = v.limit(limit, self.options)
+        out = []
+        for t in _list(self._scripts.call("drain_tickets", worker_id, n)):
+            snapshot = None
+            if t.get("sv") is not None:
+                snapshot = SnapshotRef(int(t["sv"]), int(t["se"]), str(t["sc"]))
+            out.append(DrainTicket(t["id"], t["w"], int(t["ae"]), int(t["re"]), snapshot))
+        return out
+
+    # ------------------------------------------------------------------ reports
+    def write_report(self, report: RuntimeReport) -> ReportResult:
+        prepared = v.prepare_report(report, self.options)
+        body = {
+            "w": report.worker_id,
+            "sid": report.session_id,
+            "seq": report.sequence,
+            "sv": report.snapshot_version,
+            "ep": report.epoch,
+            "en": [[e.proxy_id, e.epoch, e.active, e.reserved, e.draining] for e in report.entries],
+        }
+        reply = self._scripts.call(
+            "write_report",
+            body,
+            prepared.body_digest,
+            span_ms(self.options.report_ttl),
+            self.options.scan_budget,
+        )
+        return ReportResult(
+            replayed=bool(reply["replayed"]), released=tuple(_list(reply["released"]))
+        )
+
+    def read_runtime(self, worker_id: str) -> RuntimeView | None:
+        v.text(worker_id, "worker_id", self.options)
+        rt = self._scripts.call("read_runtime", worker_id)
+        if rt is None:
+            return None
+        entries = tuple(
+            sorted(
+                (
+                    RuntimeEntry(e[0], int(e[1]), int(e[2]), int(e[3]), bool(e[4]))
+                    for e in _dict(rt["en"]).values()
+                ),
+                key=lambda e: e.proxy_id,
+            )
+        )
+        return RuntimeView(worker_id, rt["sid"], int(rt["seq"]), int(rt["sv"]), int(rt["ep"]),
+                           entries, from_ms(int(rt["x"])))  # fmt: skip
+
+    # ------------------------------------------------------------------ SlotsReader
+    def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:
+        v.token(upstream_id, "upstream_id")
+        reply = self._scripts.call(
+            "upstream_inventory", self._now(), upstream_id, self.options.scan_budget
+        )
+        return UpstreamInventory(int(reply["managed"]), int(reply["available_slots"]))
+
+    # ------------------------------------------------------------------ Maintenance
+    def sweep(self, limit: int) -> SweepResult:
+        n = v.limit(limit, self.options)
+        reply = self._scripts.call("sweep", self._now(), n)
+        return SweepResult(int(reply["expired"]), int(reply["sessions"]), bool(reply["more"]))
+
+
+def _bounded(client: redis.Redis, timeout: timedelta) -> redis.Redis:
+    """The client itself when its connections time out; else one on the same server that does."""
+    kwargs = dict(client.connection_pool.connection_kwargs)
+    if kwargs.get("socket_timeout") is not None:
+        return client
+    seconds = timeout.total_seconds()
+    kwargs["socket_timeout"] = seconds
+    kwargs.setdefault("socket_connect_timeout", seconds)
+    kwargs["socket_connect_timeout"] = kwargs["socket_connect_timeout"] or seconds
+    pool = redis.ConnectionPool(
+        connection_class=client.connection_pool.connection_class,
+        max_connections=client.connection_pool.max_connections,
+        **kwargs,
+    )
+    return redis.Redis(connection_pool=pool)
+
+
+def _list(value: Any) -> list[Any]:
+    # cjson encodes an empty Lua table as {}: an empty list for us.
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _candidate(c: v.PreparedProxy) -> dict[str, object]:
+    return {"id": c.proxy_id, "k": c.key_digest, "h": c.host, "p": c.port, "pr": c.protocol,
+            "r": c.region, "c": c.carrier, "m": c.max_concurrency, "e": c.expires_ms,
+            "uu": c.usable_ms, "un": c.username, "pw": c.password,
+            "lb": [list(pair) for pair in c.labels]}  # fmt: skip
+
+
+def _extracted(p: dict[str, Any]) -> ExtractedProxy:
+    return ExtractedProxy(
+        proxy_id=p["id"],
+        upstream_id=p["u"],
+        host=p["h"],
+        port=int(p["p"]),
+        protocol=p["pr"],
+        region=p.get("r"),
+        carrier=p.get("c"),
+        expires_at=from_ms(int(p["e"])),
+        usable_until=from_ms(int(p["uu"])),
+        username=p.get("un"),
+        password=p.get("pw"),
+        labels={str(k): str(val) for k, val in _list(p.get("lb"))},
+    )
+
+
+def _assignment(a: dict[str, Any]) -> Assignment:
+    return Assignment(a["id"], a["w"], int(a["e"]), from_ms(int(a["l"])), bool(a["d"]))
+
+
+def _ref(value: Any) -> SnapshotRef | None:
+    if not isinstance(value, dict):
+        return None
+    return SnapshotRef(int(value["v"]), int(value["e"]), str(value["c"]))
+
+
+def _session(worker_id: str, s: dict[str, Any]) -> WorkerSession:
+    return WorkerSession(worker_id, s["sid"], int(s["g"]), from_ms(int(s["x"])),
+                         _ref(s.get("iss")), _ref(s.get("ack")))  # fmt: skip

@@ -1,0 +1,37 @@
+-- apply_health.lua: ADR-005 "健康状态": state, check time, success time, latency, failure.
+-- KEYS[1] <prefix>:{activity}:meta
+-- ARGV[1] now (caller clock, ms)   ARGV[2] clean_budget
+-- ARGV[3] JSON array of [proxy ID, state, checked_at ms, latency ms|null, reason|null]
+-- Returns: {"ok": {applied, missing, ignored, stale}}
+-- Errors: layout_mismatch
+assert(#KEYS == 1 and #ARGV == 3, 'apply_health: arity')
+local now, clean_budget = tonum(ARGV[1]), tonum(ARGV[2])
+local updates = cjson.decode(ARGV[3])
+clean_expired(now, clean_budget)
+local result = {applied = 0, missing = 0, ignored = 0, stale = 0}
+for _, upd in ipairs(updates) do
+  local pid, state, checked, latency, reason = upd[1], upd[2], upd[3], upd[4], upd[5]
+  local rec = get_rec(pid)
+  if not rec or rec.e <= now then
+    result.missing = result.missing + 1
+  elseif TERMINAL[rec.s] then
+    result.ignored = result.ignored + 1
+  elseif rec.ck and checked < rec.ck then
+    result.stale = result.stale + 1 -- out-of-order checker results never win
+  else
+    local owner = get_owner(pid)
+    local t = track_begin(pid, rec, owner)
+    rec.s, rec.ck = state, checked
+    if latency == cjson.null then rec.l = nil else rec.l = latency end
+    if state == 'available' then
+      rec.ok, rec.fr = checked, nil
+    elseif reason ~= cjson.null then
+      rec.fr = reason
+    end
+    put_rec(pid, rec)
+    track_end(pid, t, rec.u, rec, owner)
+    result.applied = result.applied + 1
+  end
+end
+finish(now)
+return ok(result)

@@ -1,0 +1,91 @@
+-- extract.lua: ADR-005 "独占提取", the seven steps in one atomic operation.
+-- KEYS[1]  <prefix>:{activity}:meta
+-- ARGV[1]  now (caller clock, ms)   ARGV[2] client ID   ARGV[3] count   ARGV[4] mode
+-- ARGV[5]  JSON array of [dimension, value] filters, in index order
+-- ARGV[6]  max health age ms (-1: any)   ARGV[7] min remaining ms   ARGV[8] reserve
+-- ARGV[9]  scan_budget   ARGV[10] clean_budget
+-- ARGV[11] replay key suffix ("idem:<digest>", "op:<digest>")
+-- ARGV[12] request digest   ARGV[13] replay TTL ms (capped here by the earliest hard expiry)
+-- Returns: {"ok": {proxies: [{id,u,h,p,pr,r,c,e,uu,un,pw,lb}], requested, replayed}}
+-- Errors: idempotency_conflict, scan_budget_exhausted (never reported as "not enough"),
+--         insufficient_inventory {requested, available}, layout_mismatch
+assert(#KEYS == 1 and #ARGV == 13, 'extract: arity')
+local now, client, count, mode = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3]), ARGV[4]
+local filters = cjson.decode(ARGV[5])
+local max_age, min_remaining, reserve = tonum(ARGV[6]), tonum(ARGV[7]), tonum(ARGV[8])
+local budget, clean_budget = tonum(ARGV[9]), tonum(ARGV[10])
+local replay_key, request_digest, replay_ttl = k(ARGV[11]), ARGV[12], tonum(ARGV[13])
+
+-- 1. idempotency: the same key and request replay; another request under it conflicts
+local stored = replay(replay_key, request_digest, now)
+if stored == false then
+  return fail('idempotency_conflict', 'key used before with a different request')
+elseif stored then
+  stored.replayed = true
+  return ok(stored)
+end
+
+clean_expired(now, clean_budget)
+
+-- 2. drive from the smallest index; ties go to the most specific (filters come first)
+local names = {{'available', ''}}
+for _, f in ipairs(filters) do names[#names + 1] = f end
+local driving, smallest = nil, nil
+for i = #names, 1, -1 do
+  local key = index_key(names[i][1], names[i][2])
+  local size = redis.call('ZCARD', key)
+  if smallest == nil or size < smallest then driving, smallest = key, size end
+end
+
+-- 3. bounded re-check of every candidate
+local threshold = now + min_remaining
+local need = count + reserve
+local wanted = {}
+for _, f in ipairs(filters) do wanted[f[1]] = f[2] end
+local matches = {}
+for _, pid in ipairs(range_above(driving, threshold, budget)) do
+  local rec = get_rec(pid)
+  local fine = rec.s == 'available' and redis.call('HEXISTS', OWN, pid) == 0
+    and rec.e > now and rec.uu > threshold
+  if fine and max_age >= 0 then fine = rec.ck ~= nil and now - rec.ck <= max_age end
+  if fine then
+    local actual = {upstream = rec.u, region = rec.r, carrier = rec.c, protocol = rec.pr}
+    for dim, value in pairs(wanted) do
+      if actual[dim] ~= value then fine = false end
+    end
+  end
+  if fine then
+    matches[#matches + 1] = {pid, rec}
+    if #matches == need then break end
+  end
+end
+if #matches < need and count_above(driving, threshold) > budget then
+  return fail('scan_budget_exhausted', 'extract scan budget exhausted')
+end
+
+-- 4./5. keep the gateway reserve back; partial or all-or-nothing
+local take = math.min(count, math.max(0, #matches - reserve))
+if mode == 'all_or_nothing' and take < count then
+  return fail('insufficient_inventory', 'not enough matching proxies',
+              {requested = count, available = take})
+end
+
+-- 6./7. AVAILABLE -> EXTRACTED, inventory down, the replay stored
+local proxies = {}
+local earliest = nil
+for i = 1, take do
+  local pid, rec = matches[i][1], matches[i][2]
+  local t = track_begin(pid, rec, nil)
+  rec.s, rec.x = 'extracted', client
+  put_rec(pid, rec)
+  track_end(pid, t, rec.u, rec, nil)
+  proxies[i] = {id = pid, u = rec.u, h = rec.h, p = rec.p, pr = rec.pr, r = rec.r, c = rec.c,
+                e = rec.e, uu = rec.uu, un = rec.un, pw = rec.pw, lb = rec.lb}
+  if earliest == nil or rec.e < earliest then earliest = rec.e end
+end
+local result = {proxies = proxies, requested = count, replayed = false}
+local expires = now + replay_ttl
+if earliest and earliest < expires then expires = earliest end -- never outlive a proxy
+remember(replay_key, request_digest, result, expires, now)
+finish(now)
+return ok(result)

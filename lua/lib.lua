@@ -1,0 +1,286 @@
+-- lib.lua: helpers shared by every RedisPool script; prepended to each one at load time
+-- (Lua scripts cannot include each other). Mirrors activity/memory.py function for function.
+--
+-- Keys: KEYS[1] of every script is the namespace's meta key `<prefix>:{activity}:meta`; every
+-- other key is derived from it here. Index keys depend on a record's own labels (its region,
+-- carrier, ...), which no caller can know before the script has read the record, so they are
+-- named inside the script. All of them carry the `{activity}` hash tag: one slot, as the ADR's
+-- Cluster single-slot option requires.
+--
+-- Replies: every script returns one JSON string, {"ok": ...} or {"err": code, "reason": ...};
+-- the codes are activity/errors.py's table. A Lua error (assert) is a programming error.
+
+local META = KEYS[1]
+local NS = string.sub(META, 1, #META - 4)
+local function k(name) return NS .. name end
+local R, UNIQ, EXP, AVAIL = k('records'), k('unique'), k('expiry'), k('available')
+local INV, MANAGED_COUNT = k('inventory'), k('managed')
+local OWN, OWN_EXP, TICKETS, EPOCH = k('owners'), k('owner-expiry'), k('drain-tickets'), k('epoch')
+local SESS, SESS_EXP = k('worker-sessions'), k('worker-session-expiry')
+local RT, RT_EXP, GEN = k('worker-runtime'), k('worker-runtime-expiry'), k('session-generation')
+
+local LAYOUT = '1'
+local stored_layout = redis.call('HGET', META, 'layout')
+if stored_layout and stored_layout ~= LAYOUT then
+  return cjson.encode({err = 'layout_mismatch', reason = stored_layout})
+end
+
+local TERMINAL = {extracted = true, removed = true}
+local MANAGED = {fetched = true, checking = true, available = true, suspect = true, draining = true}
+
+-- Keys this script touched whose lifetime must reach the pool's horizon (see touch/finish).
+local touched = {}
+local function touch(key) touched[key] = true end
+
+local function ok(value) return cjson.encode({ok = value}) end
+local function fail(code, reason, extra)
+  local reply = extra or {}
+  reply.err, reply.reason = code, reason
+  return cjson.encode(reply)
+end
+
+local function tonum(s) return tonumber(s) end
+
+local function get_json(hash, field)
+  local raw = redis.call('HGET', hash, field)
+  if raw then return cjson.decode(raw) end
+  return nil
+end
+local function get_rec(pid) return get_json(R, pid) end
+local function get_owner(pid) return get_json(OWN, pid) end
+local function put_rec(pid, rec) redis.call('HSET', R, pid, cjson.encode(rec)) end
+
+local function digest(value) return redis.sha1hex(value) end
+local function expiry_key(u) return k('expiry:' .. u) end
+local function owned_key(u) return k('owned:' .. digest(u)) end
+local function worker_owned_key(w) return k('worker-owned:' .. digest(w)) end
+local function worker_draining_key(w) return k('worker-draining:' .. digest(w)) end
+local function index_key(dim, value) if dim == 'available' then return AVAIL end return k(dim .. ':' .. value) end
+
+local function index_keys(rec)
+  local keys = {AVAIL, k('upstream:' .. rec.u), k('protocol:' .. rec.pr)}
+  if rec.r ~= cjson.null and rec.r ~= nil then keys[#keys + 1] = k('region:' .. rec.r) end
+  if rec.c ~= cjson.null and rec.c ~= nil then keys[#keys + 1] = k('carrier:' .. rec.c) end
+  return keys
+end
+
+local function flags(rec, owner)
+  if not rec then return 0, 0 end
+  local state = rec.s
+  if owner and owner.d then state = 'draining' end
+  return (TERMINAL[rec.s] and 0 or 1), (MANAGED[state] and 1 or 0)
+end
+
+local function bump(hash, field, delta)
+  if delta ~= 0 then
+    if redis.call('HINCRBY', hash, field, delta) == 0 then redis.call('HDEL', hash, field) end
+    touch(hash)
+  end
+end
+
+-- Every state, ownership or expiry change of a proxy is bracketed by track_begin/track_end,
+-- so counters and index membership stay derived from the record (memory.py `_tracking`).
+local function track_begin(pid, rec, owner)
+  local inv, man = flags(rec, owner)
+  if rec then
+    for _, key in ipairs(index_keys(rec)) do redis.call('ZREM', key, pid) end
+    redis.call('ZREM', owned_key(rec.u), pid)
+  end
+  return {inv = inv, man = man}
+end
+
+local function track_end(pid, t, upstream, rec, owner)
+  local inv, man = flags(rec, owner)
+  bump(INV, upstream, inv - t.inv)
+  bump(MANAGED_COUNT, upstream, man - t.man)
+  if rec and rec.s == 'available' then
+    if not owner then
+      for _, key in ipairs(index_keys(rec)) do
+        redis.call('ZADD', key, rec.uu, pid)
+        touch(key)
+      end
+    elseif not owner.d then
+      local key = owned_key(rec.u)
+      redis.call('ZADD', key, rec.uu, pid)
+      touch(key)
+    end
+  end
+end
+
+local function set_lease(pid, owner, lease)
+  owner.l = lease
+  redis.call('HSET', OWN, pid, cjson.encode(owner))
+  redis.call('ZADD', OWN_EXP, lease, pid)
+  touch(OWN); touch(OWN_EXP)
+  if not owner.d then
+    local key = worker_owned_key(owner.w)
+    redis.call('ZADD', key, lease, pid)
+    touch(key)
+  end
+end
+
+local function drop_owner(pid)
+  local owner = get_owner(pid)
+  if not owner then return nil end
+  redis.call('HDEL', OWN, pid)
+  redis.call('ZREM', OWN_EXP, pid)
+  redis.call('ZREM', worker_owned_key(owner.w), pid)
+  local ticket = get_json(TICKETS, pid)
+  if ticket then
+    redis.call('HDEL', TICKETS, pid)
+    redis.call('ZREM', worker_draining_key(ticket.w), pid)
+  end
+  return owner
+end
+
+local function delete_rec(pid, rec)
+  local owner = get_owner(pid)
+  local t = track_begin(pid, rec, owner)
+  redis.call('HDEL', R, pid)
+  if redis.call('HGET', UNIQ, rec.k) == pid then redis.call('HDEL', UNIQ, rec.k) end
+  redis.call('ZREM', EXP, pid)
+  redis.call('ZREM', expiry_key(rec.u), pid)
+  drop_owner(pid)
+  track_end(pid, t, rec.u, nil, nil)
+end
+
+-- Remove up to `limit` records past their hard expiry from `zkey` (global or one upstream's).
+local function clean_expired(now, limit, zkey)
+  local due = redis.call('ZRANGEBYSCORE', zkey or EXP, '-inf', now, 'LIMIT', 0, limit + 1)
+  local n = math.min(#due, limit)
+  for i = 1, n do delete_rec(due[i], get_rec(due[i])) end
+  return n, #due > limit
+end
+
+local function set_expiry(pid, rec)
+  redis.call('ZADD', EXP, rec.e, pid)
+  local key = expiry_key(rec.u)
+  redis.call('ZADD', key, rec.e, pid)
+  touch(EXP); touch(key)
+end
+
+-- Key lifetimes: every key lives at least until the latest hard expiry in the pool (caller
+-- clock, as a relative TTL so a caller clock far from the server's is harmless), so an idle
+-- namespace frees itself. The fixed keys are extended together whenever the horizon moves;
+-- dynamic keys (indexes, per-worker sets) when a script touches them.
+local FIXED = {META, R, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT, OWN, OWN_EXP, TICKETS, EPOCH}
+local GRACE_MS = 60000
+local function finish(now)
+  local latest = redis.call('ZRANGE', EXP, -1, -1, 'WITHSCORES')[2]
+  if not latest then return end
+  local horizon = tonumber(latest)
+  local known = tonumber(redis.call('HGET', META, 'horizon') or '0')
+  local ttl = horizon - now + GRACE_MS
+  if ttl <= 0 then return end
+  redis.call('HSET', META, 'layout', LAYOUT)
+  if horizon > known then
+    redis.call('HSET', META, 'horizon', horizon)
+    for _, key in ipairs(FIXED) do redis.call('PEXPIRE', key, ttl) end
+  end
+  for key in pairs(touched) do redis.call('PEXPIRE', key, ttl) end
+end
+
+-- For scripts that are given no caller clock: the records hash already lives to the horizon.
+local function finish_like_records()
+  local ttl = redis.call('PTTL', R)
+  if ttl > 0 then
+    for key in pairs(touched) do redis.call('PEXPIRE', key, ttl) end
+  end
+end
+
+-- Stored results (idempotency, operation IDs). The key's own TTL frees memory; the stored
+-- expiry `x` keeps replay time on the caller's clock, like every other proxy time.
+-- Returns the stored result, nil when there is none, or false when `digest` differs.
+local function replay(key, request_digest, now)
+  local stored = redis.call('GET', key)
+  if not stored then return nil end
+  stored = cjson.decode(stored)
+  if stored.x <= now then return nil end
+  if stored.d ~= request_digest then return false end
+  return stored.r
+end
+
+local function remember(key, request_digest, result, expires, now)
+  redis.call('SET', key, cjson.encode({d = request_digest, r = result, x = expires}),
+             'PX', expires - now)
+end
+
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function count_above(key, threshold) return redis.call('ZCOUNT', key, '(' .. threshold, '+inf') end
+local function range_above(key, threshold, limit)
+  return redis.call('ZRANGEBYSCORE', key, '(' .. threshold, '+inf', 'LIMIT', 0, limit)
+end
+
+-- Worker sessions and runtime live on the server's clock (ADR rule 5).
+local function live_session(w, snow)
+  local s = get_json(SESS, w)
+  if s and s.x > snow then return s end
+  return nil
+end
+
+local function fresh_runtime(w, snow)
+  local s = live_session(w, snow)
+  local rt = get_json(RT, w)
+  if not s or not rt or rt.sid ~= s.sid or rt.x <= snow then return nil end
+  return rt
+end
+
+-- Returns the session or nil plus an error reply.
+local function session_for_write(w, sid, snow)
+  local s = get_json(SESS, w)
+  if not s or s.sid ~= sid then
+    return nil, fail('session_fenced', 'replaced or never opened')
+  end
+  if s.x <= snow then return nil, fail('session_expired', 'expired') end
+  return s, nil
+end
+
+-- Session-side keys outlive their longest TTL (server clock): extend, never shorten.
+local function extend(key, ms)
+  local current = redis.call('PTTL', key)
+  if current == -1 or current < ms then redis.call('PEXPIRE', key, ms) end
+end
+
+-- Returns rec, owner or nil plus an error reply (memory.py `_owner_checked`).
+local function owner_checked(pid, w, epoch)
+  local rec, owner = get_rec(pid), get_owner(pid)
+  if not rec then return nil, nil, fail('ownership_conflict', 'not_found') end
+  if not owner then return nil, nil, fail('ownership_conflict', 'not_owned') end
+  if owner.w ~= w then return nil, nil, fail('ownership_conflict', 'wrong_worker') end
+  if owner.e ~= epoch then return nil, nil, fail('ownership_conflict', 'wrong_epoch') end
+  return rec, owner, nil
+end
+
+local function owner_view(pid, owner)
+  return {id = pid, w = owner.w, e = owner.e, l = owner.l, d = owner.d}
+end
+
+local function release(pid)
+  local rec, owner = get_rec(pid), get_owner(pid)
+  local t = track_begin(pid, rec, owner)
+  drop_owner(pid)
+  track_end(pid, t, rec.u, rec, nil)
+end
+
+-- The drain barrier, read from stored state only (memory.py `_drain_status`).
+local function drain_status(pid, w, stated_idle, snow)
+  local ticket = get_json(TICKETS, pid)
+  local session = live_session(w, snow)
+  local bound = ticket.sv
+  if not bound or not session or session.g ~= ticket.g or not session.ack
+     or session.ack.v < bound or session.ack.e < ticket.re then
+    return 'waiting_snapshot'
+  end
+  local rt = fresh_runtime(w, snow)
+  if rt then
+    local entry = rt.en[pid]
+    if entry and (entry[3] > 0 or entry[4] > 0) then return 'waiting_counts' end
+    if rt.sv >= bound then return 'released' end
+  end
+  if stated_idle then return 'released' end
+  return 'waiting_counts'
+end

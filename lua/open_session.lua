@@ -1,0 +1,21 @@
+-- open_session.lua: ADR-005 worker runtime rule 1: the live session's ID renews it; any other
+-- ID (or the same one after expiry) starts a new generation, fencing the old instance.
+-- KEYS[1] <prefix>:{activity}:meta
+-- ARGV[1] worker ID  ARGV[2] session ID  ARGV[3] ttl ms (server clock)
+-- Returns: {"ok": session {sid, g, x, iss, ack}}
+-- Errors: layout_mismatch
+assert(#KEYS == 1 and #ARGV == 3, 'open_session: arity')
+local w, sid, ttl = ARGV[1], ARGV[2], tonum(ARGV[3])
+local snow = server_ms()
+local s = live_session(w, snow)
+if s and s.sid == sid then
+  s.x = snow + ttl -- heartbeat of the current instance
+else
+  s = {sid = sid, g = redis.call('INCR', GEN), x = snow + ttl, seq = 0}
+  redis.call('HDEL', RT, w)
+  redis.call('ZREM', RT_EXP, w)
+end
+redis.call('HSET', SESS, w, cjson.encode(s))
+redis.call('ZADD', SESS_EXP, s.x, w)
+for _, key in ipairs({SESS, SESS_EXP, GEN, RT, RT_EXP}) do extend(key, ttl + GRACE_MS) end
+return ok(s)

@@ -1,0 +1,22 @@
+-- sweep.lua: ADR-005 "短 TTL 清理" layer 3, plus expired worker sessions and reports.
+-- KEYS[1] <prefix>:{activity}:meta
+-- ARGV[1] now (caller clock, ms)   ARGV[2] limit
+-- Returns: {"ok": {expired, sessions, more}}
+-- Errors: layout_mismatch
+assert(#KEYS == 1 and #ARGV == 2, 'sweep: arity')
+local now, limit = tonum(ARGV[1]), tonum(ARGV[2])
+local expired, more_records = clean_expired(now, limit)
+local snow = server_ms()
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', RT_EXP, '-inf', snow, 'LIMIT', 0, limit)) do
+  redis.call('HDEL', RT, w)
+  redis.call('ZREM', RT_EXP, w)
+end
+local due = redis.call('ZRANGEBYSCORE', SESS_EXP, '-inf', snow, 'LIMIT', 0, limit + 1)
+local sessions = math.min(#due, limit)
+for i = 1, sessions do
+  redis.call('ZREM', SESS_EXP, due[i])
+  redis.call('HDEL', SESS, due[i])
+  redis.call('HDEL', RT, due[i])
+  redis.call('ZREM', RT_EXP, due[i])
+end
+return ok({expired = expired, sessions = sessions, more = more_records or #due > limit})

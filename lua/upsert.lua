@@ -1,0 +1,109 @@
+-- upsert.lua: one chunk of ADR-005's provider upsert (six steps), atomically.
+-- KEYS[1]  <prefix>:{activity}:meta (every other key is derived from it; see lib.lua)
+-- ARGV[1]  now (caller clock, ms)
+-- ARGV[2]  upstream ID
+-- ARGV[3]  max_size (final hard limit on the upstream's unextracted inventory)
+-- ARGV[4]  clean_budget        ARGV[5] scan_budget
+-- ARGV[6]  fetched_at (ms)
+-- ARGV[7]  this chunk's operation key suffix ("op:<digest>")
+-- ARGV[8]  content digest of the whole call (a reused operation ID with other content conflicts)
+-- ARGV[9]  operation result TTL (ms)
+-- ARGV[10] JSON array of candidates {id,k,h,p,pr,r,c,m,e,uu,un,pw,lb}, already validated
+-- ARGV[11] whole-call key suffix ("op:<digest>"): the first chunk replays a finished call
+-- ARGV[12] "1" on the last chunk, which stores the whole call's result there
+-- ARGV[13] JSON totals of the earlier chunks, with the Python-side `dropped`
+-- Returns: {"ok": {inserted, refreshed, conflicts, skipped_terminal, over_capacity, cleaned,
+--          replayed, [dropped, whole: true when the finished call was replayed]}}
+-- Errors: idempotency_conflict, layout_mismatch
+assert(#KEYS == 1 and #ARGV == 13, 'upsert: arity')
+local now, u, max_size = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
+local clean_budget, scan_budget, fetched = tonum(ARGV[4]), tonum(ARGV[5]), tonum(ARGV[6])
+local op, content, op_ttl = ARGV[7], ARGV[8], tonum(ARGV[9])
+local cands = cjson.decode(ARGV[10])
+local whole_key, last, earlier = k(ARGV[11]), ARGV[12] == '1', cjson.decode(ARGV[13])
+
+-- A finished call replays whole, whatever the clock has done to its candidates since; a
+-- chunk re-sent after a dropped connection replays that chunk.
+for _, key in ipairs({whole_key, k(op)}) do
+  local stored = replay(key, content, now)
+  if stored == false then
+    return fail('idempotency_conflict', 'operation ID reused for other content')
+  elseif stored then
+    stored.replayed, stored.whole = true, key == whole_key
+    return ok(stored)
+  end
+end
+
+local counts = {inserted = 0, refreshed = 0, conflicts = 0, skipped_terminal = 0,
+                over_capacity = 0, cleaned = 0, replayed = false}
+local function inventory() return tonumber(redis.call('HGET', INV, u) or '0') end
+local function nullable(v) if v == cjson.null then return nil end return v end
+
+counts.cleaned = counts.cleaned + clean_expired(now, clean_budget)
+if inventory() + #cands > max_size then
+  -- max_size is about live stock: this upstream's own expired records must not hold places.
+  counts.cleaned = counts.cleaned + clean_expired(now, scan_budget, expiry_key(u))
+end
+
+local function apply(rec, c)
+  rec.h, rec.p, rec.pr, rec.r, rec.c = c.h, c.p, c.pr, nullable(c.r), nullable(c.c)
+  rec.m, rec.e, rec.uu = c.m, c.e, c.uu
+  rec.un, rec.pw, rec.lb = nullable(c.un), nullable(c.pw), c.lb
+end
+
+for _, c in ipairs(cands) do
+  local holder = redis.call('HGET', UNIQ, c.k)
+  for _, pid in ipairs({holder or '', c.id}) do
+    if pid ~= '' then
+      local rec = get_rec(pid)
+      if rec and rec.e <= now then
+        delete_rec(pid, rec) -- an expired incumbent never blocks a new lifecycle
+        counts.cleaned = counts.cleaned + 1
+      end
+    end
+  end
+  holder = redis.call('HGET', UNIQ, c.k)
+  local rec = get_rec(c.id)
+  if not rec then
+    if holder then
+      counts.conflicts = counts.conflicts + 1 -- the exit is held under another proxy ID
+    elseif inventory() >= max_size then
+      counts.over_capacity = counts.over_capacity + 1
+    else
+      rec = {u = u, k = c.k, s = 'fetched', f = fetched}
+      apply(rec, c)
+      local t = track_begin(c.id, nil, nil)
+      put_rec(c.id, rec)
+      track_end(c.id, t, u, rec, nil)
+      redis.call('HSET', UNIQ, c.k, c.id)
+      set_expiry(c.id, rec)
+      counts.inserted = counts.inserted + 1
+    end
+  elseif rec.k ~= c.k or rec.u ~= u then
+    counts.conflicts = counts.conflicts + 1 -- the incumbent (ID and upstream) keeps it
+  elseif TERMINAL[rec.s] then
+    counts.skipped_terminal = counts.skipped_terminal + 1 -- EXTRACTED never re-enters
+  else
+    local owner = get_owner(c.id)
+    local t = track_begin(c.id, rec, owner)
+    apply(rec, c)
+    put_rec(c.id, rec)
+    set_expiry(c.id, rec)
+    if owner and owner.l > rec.uu then set_lease(c.id, owner, rec.uu) end
+    track_end(c.id, t, u, rec, owner)
+    counts.refreshed = counts.refreshed + 1
+  end
+end
+touch(R); touch(UNIQ)
+
+remember(k(op), content, counts, now + op_ttl, now)
+if last then
+  local total = {replayed = false}
+  for name, value in pairs(counts) do
+    if name ~= 'replayed' then total[name] = value + (earlier[name] or 0) end
+  end
+  total.dropped = earlier.dropped
+  remember(whole_key, content, total, now + op_ttl, now)
+end
+finish(now)
+return ok(counts)

@@ -1,0 +1,37 @@
+-- upstream_inventory.lua: ADR-005 pool.InventoryReader: managed and available slots of one
+-- upstream, scanning only its own unassigned and assigned AVAILABLE indexes; fails closed.
+-- KEYS[1] <prefix>:{activity}:meta
+-- ARGV[1] now (caller clock, ms)  ARGV[2] upstream ID  ARGV[3] scan_budget
+-- Returns: {"ok": {managed, available_slots}}
+-- Errors: scan_budget_exhausted, layout_mismatch
+assert(#KEYS == 1 and #ARGV == 3, 'upstream_inventory: arity')
+local now, u, budget = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
+local _, more = clean_expired(now, budget, expiry_key(u))
+if more then return fail('scan_budget_exhausted', 'expired backlog; sweep first') end
+local unassigned, assigned = k('upstream:' .. u), owned_key(u)
+if count_above(unassigned, now) + count_above(assigned, now) > budget then
+  return fail('scan_budget_exhausted', 'more proxies than one slots scan covers')
+end
+local slots = 0
+for _, pid in ipairs(range_above(unassigned, now, budget)) do slots = slots + get_rec(pid).m end
+local snow = server_ms()
+local runtimes = {}
+for _, pid in ipairs(range_above(assigned, now, budget)) do
+  local owner = get_owner(pid)
+  local rt = runtimes[owner.w]
+  if rt == nil then
+    rt = fresh_runtime(owner.w, snow) or false
+    runtimes[owner.w] = rt
+  end
+  if owner.l > now and rt and rt.ep >= owner.e then -- else: unknown runtime, fail closed
+    local maximum = get_rec(pid).m
+    local entry = rt.en[pid]
+    if entry == nil then
+      slots = slots + maximum -- sparse report: missing means idle
+    elseif entry[2] == owner.e then
+      slots = slots + math.max(0, maximum - entry[3] - entry[4])
+    end
+  end
+end
+return ok({managed = tonumber(redis.call('HGET', MANAGED_COUNT, u) or '0'),
+           available_slots = slots})

@@ -1,0 +1,15 @@
+-- worker_assignments.lua: what a worker's next snapshot is built from, read atomically with
+-- the epoch it belongs to.
+-- KEYS[1] <prefix>:{activity}:meta
+-- ARGV[1] worker ID  ARGV[2] limit
+-- Returns: {"ok": {epoch, assignments: [{id, w, e, l, d}], complete}}
+-- Errors: layout_mismatch
+assert(#KEYS == 1 and #ARGV == 2, 'worker_assignments: arity')
+local w, limit = ARGV[1], tonum(ARGV[2])
+local key = worker_owned_key(w)
+local items = {}
+for _, pid in ipairs(redis.call('ZRANGE', key, 0, limit - 1)) do
+  items[#items + 1] = owner_view(pid, get_owner(pid))
+end
+return ok({epoch = tonumber(redis.call('GET', EPOCH) or '0'), assignments = items,
+           complete = redis.call('ZCARD', key) <= limit})
