@@ -6,22 +6,23 @@
 -- ARGV[9]  scan_budget   ARGV[10] clean_budget
 -- ARGV[11] replay key suffix ("idem:<digest>", "op:<digest>")
 -- ARGV[12] request digest   ARGV[13] replay TTL ms (capped here by the earliest hard expiry)
+-- ARGV[14] nonce of this call (its own low-level retry is not a replay to the caller)
 -- Returns: {"ok": {proxies: [{id,u,h,p,pr,r,c,e,uu,un,pw,lb}], requested, replayed}}
 -- Errors: idempotency_conflict, scan_budget_exhausted (never reported as "not enough"),
 --         insufficient_inventory {requested, available}, layout_mismatch
-assert(#KEYS == 1 and #ARGV == 13, 'extract: arity')
+assert(#KEYS == 1 and #ARGV == 14, 'extract: arity')
 local now, client, count, mode = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3]), ARGV[4]
 local filters = cjson.decode(ARGV[5])
 local max_age, min_remaining, reserve = tonum(ARGV[6]), tonum(ARGV[7]), tonum(ARGV[8])
 local budget, clean_budget = tonum(ARGV[9]), tonum(ARGV[10])
 local replay_key, request_digest, replay_ttl = k(ARGV[11]), ARGV[12], tonum(ARGV[13])
+local nonce = ARGV[14]
 
 -- 1. idempotency: the same key and request replay; another request under it conflicts
-local stored = replay(replay_key, request_digest, now)
+local stored = replay(replay_key, request_digest, now, nonce)
 if stored == false then
   return fail('idempotency_conflict', 'key used before with a different request')
 elseif stored then
-  stored.replayed = true
   return ok(stored)
 end
 
@@ -86,6 +87,6 @@ end
 local result = {proxies = proxies, requested = count, replayed = false}
 local expires = now + replay_ttl
 if earliest and earliest < expires then expires = earliest end -- never outlive a proxy
-remember(replay_key, request_digest, result, expires, now)
+remember(replay_key, request_digest, result, expires, now, nonce)
 finish(now)
 return ok(result)

@@ -190,18 +190,21 @@ end
 
 -- Stored results (idempotency, operation IDs). The key's own TTL frees memory; the stored
 -- expiry `x` keeps replay time on the caller's clock, like every other proxy time.
--- Returns the stored result, nil when there is none, or false when `digest` differs.
-local function replay(key, request_digest, now)
+-- Returns the stored result, nil when there is none, or false when `digest` differs. The
+-- result's `replayed` is false when the stored call is this very call (`nonce`): our own retry
+-- after a lost reply is the first answer the caller sees.
+local function replay(key, request_digest, now, nonce)
   local stored = redis.call('GET', key)
   if not stored then return nil end
   stored = cjson.decode(stored)
   if stored.x <= now then return nil end
   if stored.d ~= request_digest then return false end
+  stored.r.replayed = stored.n ~= nonce
   return stored.r
 end
 
-local function remember(key, request_digest, result, expires, now)
-  redis.call('SET', key, cjson.encode({d = request_digest, r = result, x = expires}),
+local function remember(key, request_digest, result, expires, now, nonce)
+  redis.call('SET', key, cjson.encode({d = request_digest, r = result, x = expires, n = nonce}),
              'PX', expires - now)
 end
 

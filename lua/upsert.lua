@@ -12,24 +12,26 @@
 -- ARGV[11] whole-call key suffix ("op:<digest>"): the first chunk replays a finished call
 -- ARGV[12] "1" on the last chunk, which stores the whole call's result there
 -- ARGV[13] JSON totals of the earlier chunks, with the Python-side `dropped`
+-- ARGV[14] nonce of this call (its own low-level retry is not a replay to the caller)
 -- Returns: {"ok": {inserted, refreshed, conflicts, skipped_terminal, over_capacity, cleaned,
 --          replayed, [dropped, whole: true when the finished call was replayed]}}
 -- Errors: idempotency_conflict, layout_mismatch
-assert(#KEYS == 1 and #ARGV == 13, 'upsert: arity')
+assert(#KEYS == 1 and #ARGV == 14, 'upsert: arity')
 local now, u, max_size = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local clean_budget, scan_budget, fetched = tonum(ARGV[4]), tonum(ARGV[5]), tonum(ARGV[6])
 local op, content, op_ttl = ARGV[7], ARGV[8], tonum(ARGV[9])
 local cands = cjson.decode(ARGV[10])
 local whole_key, last, earlier = k(ARGV[11]), ARGV[12] == '1', cjson.decode(ARGV[13])
+local nonce = ARGV[14]
 
 -- A finished call replays whole, whatever the clock has done to its candidates since; a
 -- chunk re-sent after a dropped connection replays that chunk.
 for _, key in ipairs({whole_key, k(op)}) do
-  local stored = replay(key, content, now)
+  local stored = replay(key, content, now, nonce)
   if stored == false then
     return fail('idempotency_conflict', 'operation ID reused for other content')
   elseif stored then
-    stored.replayed, stored.whole = true, key == whole_key
+    stored.whole = key == whole_key
     return ok(stored)
   end
 end
@@ -96,14 +98,14 @@ for _, c in ipairs(cands) do
 end
 touch(R); touch(UNIQ)
 
-remember(k(op), content, counts, now + op_ttl, now)
+remember(k(op), content, counts, now + op_ttl, now, nonce)
 if last then
   local total = {replayed = false}
   for name, value in pairs(counts) do
     if name ~= 'replayed' then total[name] = value + (earlier[name] or 0) end
   end
   total.dropped = earlier.dropped
-  remember(whole_key, content, total, now + op_ttl, now)
+  remember(whole_key, content, total, now + op_ttl, now, nonce)
 end
 finish(now)
 return ok(counts)

@@ -90,6 +90,7 @@ class RedisPool:
             for start in range(0, len(prepared.candidates), cap)
         ] or [()]
         whole = f"op:{v.digest('op-upsert-call', prepared.upstream_id, operation)}"
+        nonce = uuid.uuid4().hex
         totals: dict[str, int] = {"dropped": prepared.dropped}
         replayed = False
         for index, chunk in enumerate(chunks):
@@ -109,10 +110,12 @@ class RedisPool:
                 whole,
                 index == len(chunks) - 1,
                 totals,
+                nonce,
                 retry_safe=True,
             )
             if reply.pop("whole", False):
-                totals, replayed = reply, True  # the finished call, as it was first answered
+                # The finished call, as it was first answered (replayed unless it was ours).
+                totals, replayed = reply, bool(reply["replayed"])
                 break
             reply.pop("replayed")  # a chunk replayed after a dropped connection: same call
             for name, value in reply.items():
@@ -167,6 +170,7 @@ class RedisPool:
             f"{kind}:{digest}",
             req.request_digest,
             span_ms(ttl),
+            uuid.uuid4().hex,
             retry_safe=True,
         )
         proxies = tuple(_extracted(p) for p in _list(reply["proxies"]))

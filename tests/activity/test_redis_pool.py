@@ -1,0 +1,303 @@
+"""RedisPool beyond the contract: faults on a Redis the test controls, processes, key TTLs,
+secrets. The contract suite (test_contract.py) already runs every port on RedisPool."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+
+from activity import (
+    ExtractMode,
+    ExtractRequest,
+    FetchedBatch,
+    FetchedProxy,
+    HealthUpdate,
+    ManualClock,
+    PoolOptions,
+    ProxyState,
+    RedisPool,
+    StaticCredentials,
+)
+from activity.errors import LayoutMismatch, OwnershipConflict, StoreUnavailable
+from tests.harness.netfault import CuttingRelay
+
+MIN = timedelta(minutes=1)
+pytestmark = pytest.mark.redis
+
+
+def _proxies(now: datetime, n: int, prefix: str = "p", ttl: timedelta = 10 * MIN, **kw):
+    return [
+        FetchedProxy(
+            f"{prefix}{i}",
+            f"{prefix}-key-{i}",
+            f"10.2.{i // 250}.{i % 250}",
+            8080,
+            "http",
+            now + ttl,
+            region="us",
+            **kw,
+        )
+        for i in range(n)
+    ]
+
+
+def _stock(pool: RedisPool, now: datetime, n: int, prefix: str = "p", **kw) -> list[str]:
+    proxies = _proxies(now, n, prefix, **kw)
+    pool.upsert_fetched(FetchedBatch("u1", proxies, 10**6, timedelta(seconds=5), now))
+    updates = [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies]
+    for start in range(0, len(updates), 1000):
+        pool.apply_health(updates[start : start + 1000])
+    return [p.proxy_id for p in proxies]
+
+
+def _pool(url: str, **kw) -> tuple[RedisPool, ManualClock]:
+    clock = ManualClock(datetime.now(UTC))
+    client = redis.Redis.from_url(url, socket_timeout=kw.pop("timeout", 5))
+    options = PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}", **kw.pop("options", {}))
+    return RedisPool(client, options, clock=clock, **kw), clock
+
+
+def test_the_architecture_example_runs_on_a_plain_client(redis_url):
+    """ARCHITECTURE "Public surface": RedisPool(redis.Redis.from_url(url), PoolOptions(...))."""
+    now = datetime.now(UTC)
+    pool = RedisPool(
+        redis.Redis.from_url(redis_url), PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}")
+    )
+    proxy = FetchedProxy(
+        proxy_id="p1",
+        unique_key="10.0.0.1:8080",
+        host="10.0.0.1",
+        port=8080,
+        protocol="http",
+        expires_at=now + timedelta(minutes=10),
+        region="us",
+        carrier="att",
+        max_concurrency=4,
+    )
+    result = pool.upsert_fetched(FetchedBatch("u1", [proxy], 1000, timedelta(seconds=5), now))
+    assert (result.inserted, result.refreshed, result.dropped) == (1, 0, 0)
+    pool.apply_health([HealthUpdate("p1", ProxyState.AVAILABLE, now, latency_ms=80)])
+    res = pool.extract(ExtractRequest("c1", 1, ExtractMode.ALL_OR_NOTHING, idempotency_key="k1"))
+    assert res.proxies[0].proxy_id == "p1" and not res.replayed
+    assert pool.inventory("u1") == 0
+    assert pool.upstream_inventory("u1").managed == 0
+
+
+def test_a_reply_lost_after_commit_is_answered_by_the_retry(redis_url):
+    """故障语义: the connection dies after the script committed; the retry replays, once."""
+    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
+    relay = CuttingRelay(port)
+    try:
+        pool, clock = _pool(relay.url)
+        now = clock.now()
+        relay.cut_next_reply()
+        first = pool.upsert_fetched(FetchedBatch("u1", _proxies(now, 5), 100, MIN / 12, now))
+        assert relay.cuts == 1
+        assert (first.inserted, first.replayed) == (5, False)  # the retry saw the stored chunk
+        assert pool.inventory("u1") == 5
+        pool.apply_health([HealthUpdate(f"p{i}", ProxyState.AVAILABLE, now) for i in range(5)])
+        relay.cut_next_reply()
+        got = pool.extract(ExtractRequest("c1", 2))  # no key: the internal op ID guards it
+        assert relay.cuts == 2
+        assert got.returned == 2 and not got.replayed
+        assert pool.inventory("u1") == 3  # taken once, not twice
+    finally:
+        relay.close()
+
+
+def test_a_script_cache_flush_between_calls_is_invisible(redis_url):
+    """故障语义: SCRIPT FLUSH (failover, restart of the cache) reloads transparently."""
+    pool, clock = _pool(redis_url)
+    _stock(pool, clock.now(), 3)
+    redis.Redis.from_url(redis_url).script_flush()
+    assert pool.extract(ExtractRequest("c1", 2)).returned == 2
+    redis.Redis.from_url(redis_url).script_flush()
+    assert pool.inventory("u1") == 1
+
+
+def test_a_server_that_does_not_answer_in_time_is_store_unavailable(private_redis):
+    """故障语义: every call is bounded in time; a frozen server is StoreUnavailable."""
+    server = private_redis()
+    pool, clock = _pool(server.url, timeout=0.3)
+    _stock(pool, clock.now(), 2)
+    os.kill(server.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            pool.inventory("u1")
+        assert time.monotonic() - started < 2
+    finally:
+        os.kill(server.pid, signal.SIGCONT)
+    assert pool.inventory("u1") == 2
+
+
+def test_a_server_lost_under_load_fails_closed_and_restarts_a_new_generation(private_redis):
+    """故障语义: Redis down -> StoreUnavailable, never a partial all-or-nothing; a restarted
+    (empty) Redis is a new pool generation with nothing from before."""
+    server = private_redis()
+    pool, clock = _pool(server.url, timeout=1)
+    before = set(_stock(pool, clock.now(), 6000))
+    outcomes: list[object] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            try:
+                res = pool.extract(ExtractRequest("c", 3, ExtractMode.ALL_OR_NOTHING))
+                outcomes.append(res.returned)
+            except Exception as exc:
+                outcomes.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.1)
+    server.kill()
+    time.sleep(0.3)
+    stop.set()
+    for t in threads:
+        t.join()
+    errors = [o for o in outcomes if isinstance(o, Exception)]
+    assert errors, "the load never saw the server go"
+    assert all(isinstance(e, StoreUnavailable) for e in errors), {repr(e) for e in errors}
+    assert all(o == 3 for o in outcomes if not isinstance(o, Exception))  # never partial
+    assert len(outcomes) - len(errors) < 2000, "the load ran out of stock before the loss"
+    server.start()
+    assert pool.inventory("u1") == 0
+    assert pool.extract(ExtractRequest("c", 10)).returned == 0
+    _stock(pool, clock.now(), 2, prefix="new")
+    assert {p.proxy_id for p in pool.extract(ExtractRequest("c", 10)).proxies} <= {"new0", "new1"}
+    assert not before & {"new0", "new1"}
+
+
+def test_a_layout_from_another_version_is_refused(redis_url):
+    """CONVENTIONS: the data layout is versioned; a mismatch is refused, never misread."""
+    pool, clock = _pool(redis_url)
+    _stock(pool, clock.now(), 1)
+    client = redis.Redis.from_url(redis_url)
+    client.hset(f"{pool.options.prefix}:{{activity}}:meta", "layout", "99")
+    with pytest.raises(LayoutMismatch):
+        pool.inventory("u1")
+
+
+def test_every_key_lives_until_the_latest_hard_expiry(redis_url):
+    """短 TTL 清理: the main keys' TTL reaches the latest hard expiry: idle namespaces free
+    themselves."""
+    pool, clock = _pool(redis_url)
+    now = clock.now()
+    _stock(pool, now, 3, ttl=2 * MIN)
+    _stock(pool, now, 2, prefix="late", ttl=10 * MIN)
+    pool.extract(ExtractRequest("c", 1, idempotency_key="k"))
+    pool.assign(now, "late0", "w1", MIN)
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{pool.options.prefix}:*", count=1000))
+    assert len(keys) > 10
+    for key in keys:
+        ttl_ms = client.pttl(key)
+        assert ttl_ms > 0, key
+        if b":idem:" not in key and b":op:" not in key:  # replays: their own TTLs
+            assert ttl_ms >= (10 * MIN - timedelta(seconds=5)).total_seconds() * 1000, key
+        assert ttl_ms <= (10 * MIN + 2 * MIN).total_seconds() * 1000, key
+
+
+def test_no_secret_in_keys_logs_or_errors(redis_url, caplog):
+    """Invariant 3: no password or raw SecretRef in a key name, log record or error message."""
+    caplog.set_level(logging.DEBUG)
+    credentials = StaticCredentials()
+    secret = credentials.put("proxy-user", "S3cr3t-pa55word")
+    pool, clock = _pool(redis_url, credentials=credentials)
+    now = clock.now()
+    proxies = _proxies(now, 20, secret_ref=secret.ref)
+    pool.upsert_fetched(FetchedBatch("u1", proxies, 100, timedelta(seconds=5), now))
+    pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
+    got = pool.extract(ExtractRequest("c1", 5, idempotency_key="key-1"))
+    assert got.proxies[0].password == "S3cr3t-pa55word"
+    messages = []
+    for call in (
+        lambda: pool.extract(ExtractRequest("c1", 6, idempotency_key="key-1")),
+        lambda: pool.extract(ExtractRequest("c1", 100, ExtractMode.ALL_OR_NOTHING)),
+        lambda: pool.assign(now, got.proxies[0].proxy_id, "w1", MIN),
+        lambda: pool.upsert_fetched(FetchedBatch("u1", proxies * 2, 100, MIN, now)),
+    ):
+        with pytest.raises(Exception) as err:
+            call()
+        messages += [str(err.value), repr(err.value)]
+    client = redis.Redis.from_url(redis_url)
+    keys = [k.decode() for k in client.scan_iter(match=f"{pool.options.prefix}:*", count=1000)]
+    texts = keys + messages + [r.getMessage() for r in caplog.records] + [repr(got)]
+    for text in texts:
+        assert "S3cr3t" not in text
+        assert secret.ref.ref not in text
+
+
+def test_ownership_conflicts_are_typed_on_redis(redis_url):
+    """Worker 所有权: the loser of a race gets a typed result."""
+    pool, clock = _pool(redis_url)
+    _stock(pool, clock.now(), 1)
+    pool.assign(clock.now(), "p0", "w1", MIN)
+    with pytest.raises(OwnershipConflict) as err:
+        pool.assign(clock.now(), "p0", "w2", MIN)
+    assert err.value.reason == "already_owned"
+
+
+# ---------------------------------------------------------------- separate processes
+ROUNDS, PROCESSES, PER_ROUND = 100, 16, 48
+
+
+def _extractor(url: str, prefix: str, start: float, barrier, results) -> None:
+    clock = ManualClock(datetime.fromtimestamp(start, UTC))
+    pool = RedisPool(
+        redis.Redis.from_url(url, socket_timeout=10), PoolOptions(prefix=prefix), clock=clock
+    )
+    for round_ in range(ROUNDS):
+        barrier.wait()
+        got = pool.extract(ExtractRequest(f"c{os.getpid()}", 4))
+        results.put((round_, [p.proxy_id for p in got.proxies]))
+        barrier.wait()
+
+
+@pytest.mark.slow
+def test_extractors_in_separate_processes_never_share_a_proxy(redis_url):
+    """100 轮并发 Extract across 16 processes: disjoint sets; their union is what left."""
+    pool, clock = _pool(redis_url)
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(PROCESSES + 1)
+    results = context.Queue()
+    start = clock.now().timestamp()
+    workers = [
+        context.Process(
+            target=_extractor, args=(redis_url, pool.options.prefix, start, barrier, results)
+        )
+        for _ in range(PROCESSES)
+    ]
+    for w in workers:
+        w.start()
+    try:
+        for round_ in range(ROUNDS):
+            stocked = set(_stock(pool, clock.now(), PER_ROUND, prefix=f"r{round_}-"))
+            before = pool.inventory("u1")
+            barrier.wait(timeout=60)  # go
+            barrier.wait(timeout=60)  # done
+            handed: list[str] = []
+            for _ in range(PROCESSES):
+                got_round, ids = results.get(timeout=30)
+                assert got_round == round_
+                handed += ids
+            assert len(handed) == len(set(handed)) == PER_ROUND
+            assert set(handed) == stocked
+            assert before - pool.inventory("u1") == PER_ROUND
+    finally:
+        for w in workers:
+            w.join(timeout=30)
+            if w.is_alive():
+                w.kill()
+    assert all(w.exitcode == 0 for w in workers)
