@@ -21,7 +21,7 @@ local nonce = ARGV[14]
 -- 1. idempotency: the same key and request replay; another request under it conflicts
 local stored = replay(replay_key, request_digest, now, nonce)
 if stored == false then
-  return fail('idempotency_conflict', 'key used before with a different request')
+  return fail('idempotency_conflict')
 elseif stored then
   return ok(stored)
 end
@@ -61,14 +61,13 @@ for _, pid in ipairs(range_above(driving, threshold, budget)) do
   end
 end
 if #matches < need and count_above(driving, threshold) > budget then
-  return fail('scan_budget_exhausted', 'extract scan budget exhausted')
+  return fail('scan_budget_exhausted')
 end
 
 -- 4./5. keep the gateway reserve back; partial or all-or-nothing
 local take = math.min(count, math.max(0, #matches - reserve))
 if mode == 'all_or_nothing' and take < count then
-  return fail('insufficient_inventory', 'not enough matching proxies',
-              {requested = count, available = take})
+  return fail('insufficient_inventory', nil, {requested = count, available = take})
 end
 
 -- 6./7. AVAILABLE -> EXTRACTED, inventory down, the replay stored

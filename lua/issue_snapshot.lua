@@ -29,7 +29,7 @@ for _, pid in ipairs(included_list) do
 end
 local pending_key = worker_draining_key(w)
 if redis.call('ZCARD', pending_key) > budget then
-  return fail('scan_budget_exhausted', 'too many pending drain tickets')
+  return fail('scan_budget_exhausted')
 end
 s.iss = ref
 redis.call('HSET', SESS, w, cjson.encode(s))

@@ -8,7 +8,8 @@
 -- Cluster single-slot option requires.
 --
 -- Replies: every script returns one JSON string, {"ok": ...} or {"err": code, "reason": ...};
--- the codes are activity/errors.py's table. A Lua error (assert) is a programming error.
+-- the codes are activity/errors.py's table, the reasons its *_REASONS tuples (no free text:
+-- MemoryPool must give the same answer). A Lua error (assert) is a programming error.
 
 local META = KEYS[1]
 local NS = string.sub(META, 1, #META - 4)
@@ -236,9 +237,9 @@ end
 local function session_for_write(w, sid, snow)
   local s = get_json(SESS, w)
   if not s or s.sid ~= sid then
-    return nil, fail('session_fenced', 'replaced or never opened')
+    return nil, fail('session_fenced')
   end
-  if s.x <= snow then return nil, fail('session_expired', 'expired') end
+  if s.x <= snow then return nil, fail('session_expired') end
   return s, nil
 end
 

@@ -29,7 +29,7 @@ local nonce = ARGV[14]
 for _, key in ipairs({whole_key, k(op)}) do
   local stored = replay(key, content, now, nonce)
   if stored == false then
-    return fail('idempotency_conflict', 'operation ID reused for other content')
+    return fail('idempotency_conflict')
   elseif stored then
     stored.whole = key == whole_key
     return ok(stored)

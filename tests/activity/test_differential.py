@@ -1,0 +1,244 @@
+"""MemoryPool and RedisPool, driven by the same random sequence, must be indistinguishable.
+
+After fakeredis's differential tests: every rule applies one operation to both pools and
+demands equal results *and* equal exception types (and refusal reasons). Time moves only in its
+own rule. Budget: HYPOTHESIS_EXAMPLES (default 40) sequences of up to 40 steps.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from activity import (
+    ExtractFilters,
+    ExtractMode,
+    ExtractRequest,
+    FetchedBatch,
+    FetchedProxy,
+    HealthUpdate,
+    ManualClock,
+    MemoryPool,
+    PoolOptions,
+    ProxyState,
+    RedisPool,
+    RuntimeEntry,
+    RuntimeReport,
+    SnapshotRef,
+    SystemClock,
+)
+from activity.errors import ActivityError
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+PROXIES = [f"p{i}" for i in range(10)]
+WORKERS = ["w1", "w2"]
+UPSTREAMS = ["u1", "u2"]
+SEC = timedelta(seconds=1)
+EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "40"))
+# Small bounds so cleaning budgets, chunking and fail-closed scans are exercised too.
+OPTIONS = {"clean_budget": 2, "scan_budget": 6, "script_batch_cap": 3}
+
+
+def _outcome(call: Any) -> tuple[str, Any]:
+    try:
+        return ("ok", call())
+    except ActivityError as exc:
+        return (type(exc).__name__, getattr(exc, "reason", None))
+
+
+class Differential(RuleBasedStateMachine):
+    redis_url = ""
+
+    @initialize()
+    def pools(self) -> None:
+        self.clock = ManualClock(datetime(2026, 3, 1, tzinfo=UTC))
+        server = SystemClock()  # Redis's own clock: session and report TTLs are long here
+        self.memory = MemoryPool(PoolOptions(**OPTIONS), clock=self.clock, server_clock=server)
+        client = redis.Redis.from_url(self.redis_url, socket_timeout=10)
+        options = PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}", **OPTIONS)
+        self.redis = RedisPool(client, options, clock=self.clock)
+        self.sessions: dict[str, str] = {}
+        self.version = 0
+        self.sequences: dict[str, int] = {}
+
+    def both(self, call: Any) -> tuple[str, Any]:
+        a, b = _outcome(lambda: call(self.memory)), _outcome(lambda: call(self.redis))
+        assert a == b, f"memory {a!r} != redis {b!r}"
+        return a
+
+    @rule(
+        upstream=st.sampled_from(UPSTREAMS),
+        ids=st.lists(st.sampled_from(PROXIES), min_size=1, max_size=5, unique=True),
+        ttl=st.sampled_from([10, 30, 90]),
+        region=st.sampled_from(["us", "de", None]),
+        key_shift=st.integers(0, 2),
+        max_size=st.sampled_from([2, 5, 100]),
+        operation=st.sampled_from([None, "op-1"]),
+    )
+    def upsert(self, upstream, ids, ttl, region, key_shift, max_size, operation) -> None:
+        now = self.clock.now()
+        proxies = [
+            FetchedProxy(
+                pid,
+                f"k{(int(pid[1:]) + key_shift) % 10}",
+                "10.0.0.1",
+                80,
+                "http",
+                now + ttl * SEC,
+                region=region,
+                max_concurrency=3,
+            )
+            for pid in ids
+        ]
+        batch = FetchedBatch(upstream, proxies, max_size, 5 * SEC, now, operation_id=operation)
+        self.both(lambda p: p.upsert_fetched(batch))
+
+    @rule(
+        ids=st.lists(st.sampled_from(PROXIES), min_size=1, max_size=4, unique=True),
+        state=st.sampled_from(
+            [ProxyState.AVAILABLE] * 3
+            + [ProxyState.SUSPECT, ProxyState.UNHEALTHY, ProxyState.REMOVED, ProxyState.CHECKING]
+        ),
+        age=st.integers(0, 20),
+    )
+    def health(self, ids, state, age) -> None:
+        checked = self.clock.now() - age * SEC
+        self.both(lambda p: p.apply_health([HealthUpdate(i, state, checked) for i in ids]))
+
+    @rule(
+        count=st.integers(1, 4),
+        mode=st.sampled_from(list(ExtractMode)),
+        region=st.sampled_from([None, "us", "de"]),
+        upstream=st.sampled_from([None, *UPSTREAMS]),
+        key=st.sampled_from([None, "k1", "k2"]),
+        reserve=st.integers(0, 2),
+        max_age=st.sampled_from([None, 5, 60]),
+        min_remaining=st.sampled_from([None, 20]),
+    )
+    def extract(self, count, mode, region, upstream, key, reserve, max_age, min_remaining):
+        request = ExtractRequest(
+            "c1",
+            count,
+            mode,
+            ExtractFilters(region=region, upstream=upstream),
+            idempotency_key=key,
+            reserve_for_gateway=reserve,
+            max_health_age=None if max_age is None else max_age * SEC,
+            min_remaining=None if min_remaining is None else min_remaining * SEC,
+        )
+        self.both(lambda p: p.extract(request))
+
+    @rule(seconds=st.sampled_from([1, 5, 20, 60]))
+    def advance(self, seconds) -> None:
+        self.clock.advance(seconds * SEC)
+
+    @rule(limit=st.integers(1, 4))
+    def sweep(self, limit) -> None:
+        # The session part of sweep runs on each store's own clock; compare the records part.
+        self.both(lambda p: (lambda r: (r.expired, r.more or r.sessions > 0))(p.sweep(limit)))
+
+    @rule(pid=st.sampled_from(PROXIES), worker=st.sampled_from(WORKERS), ttl=st.integers(5, 60))
+    def assign(self, pid, worker, ttl) -> None:
+        self.both(lambda p: p.assign(self.clock.now(), pid, worker, ttl * SEC))
+
+    @rule(pid=st.sampled_from(PROXIES), ttl=st.integers(5, 60), wrong=st.booleans())
+    def renew(self, pid, ttl, wrong) -> None:
+        a = self.memory.get(pid)
+        worker, epoch = (a.worker_id, a.epoch + int(wrong)) if a else ("w1", 1)
+        self.both(lambda p: p.renew(self.clock.now(), pid, worker, epoch, ttl * SEC))
+
+    @rule(pid=st.sampled_from(PROXIES))
+    def begin_drain(self, pid) -> None:
+        a = self.memory.get(pid)
+        worker, epoch = (a.worker_id, a.epoch) if a else ("w1", 1)
+        self.both(lambda p: p.begin_drain(pid, worker, epoch))
+
+    @rule(pid=st.sampled_from(PROXIES), active=st.sampled_from([0, 0, 1]))
+    def acknowledge_drain(self, pid, active) -> None:
+        a = self.memory.get(pid)
+        worker, epoch = (a.worker_id, a.epoch) if a else ("w1", 1)
+        self.both(lambda p: p.acknowledge_drain(pid, worker, epoch, active, 0))
+
+    @rule(limit=st.integers(1, 3))
+    def expire(self, limit) -> None:
+        self.both(lambda p: p.expire(self.clock.now(), limit))
+
+    @rule(worker=st.sampled_from(WORKERS), session=st.sampled_from(["s1", "s2"]))
+    def open_session(self, worker, session) -> None:
+        # Session expiry times come from each store's own clock: compare what else it says.
+        self.both(
+            lambda p: (lambda s: (s.session_id, s.issued, s.acked))(
+                p.open_session(worker, session, timedelta(minutes=10))
+            )
+        )
+        self.sessions[worker] = session
+        self.sequences[worker] = 0
+
+    @rule(worker=st.sampled_from(WORKERS), ack=st.booleans())
+    def snapshot(self, worker, ack) -> None:
+        view = self.both(lambda p: p.worker_assignments(worker, 10))
+        if worker not in self.sessions or view[0] != "ok":
+            return
+        self.version += 1
+        ref = SnapshotRef(self.version, view[1].epoch, f"c{self.version}")
+        ids = [a.proxy_id for a in view[1].assignments]
+        self.both(lambda p: p.issue_snapshot(worker, self.sessions[worker], ref, ids))
+        if ack:
+            self.both(
+                lambda p: (lambda s: (s.issued, s.acked))(
+                    p.acknowledge_snapshot(worker, self.sessions[worker], ref.version)
+                )
+            )
+
+    @rule(worker=st.sampled_from(WORKERS), busy=st.booleans())
+    def report(self, worker, busy) -> None:
+        session = self.sessions.get(worker)
+        live = self.memory._sessions.get(worker)  # the reference's view picks a plausible body
+        if session is None or live is None or live.acked is None:
+            return
+        view = self.memory.worker_assignments(worker, 10)
+        entries = tuple(RuntimeEntry(a.proxy_id, a.epoch, int(busy), 0) for a in view.assignments)
+        sequence = self.sequences[worker] + 1
+        report = RuntimeReport(
+            worker, session, sequence, live.acked.version, live.acked.epoch, entries
+        )
+        if self.both(lambda p: p.write_report(report))[0] == "ok":
+            self.sequences[worker] = sequence
+
+    @rule(pid=st.sampled_from(PROXIES))
+    def get(self, pid) -> None:
+        self.both(lambda p: p.get(pid))
+
+    @invariant()
+    def counts_agree(self) -> None:
+        if not hasattr(self, "memory"):
+            return
+        for upstream in UPSTREAMS:
+            self.both(lambda p, u=upstream: p.inventory(u))
+            self.both(lambda p, u=upstream: p.upstream_inventory(u))
+        for worker in WORKERS:
+            self.both(lambda p, w=worker: p.drain_tickets(w, 10))
+            self.both(
+                lambda p, w=worker: (lambda r: r and (r.sequence, r.entries))(p.read_runtime(w))
+            )
+
+
+def test_memory_and_redis_agree(redis_url):
+    Differential.redis_url = redis_url
+    test = Differential.TestCase
+    test.settings = settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    test().runTest()
