@@ -44,23 +44,33 @@ local need = count + reserve
 local wanted = {}
 for _, f in ipairs(filters) do wanted[f[1]] = f[2] end
 local matches = {}
-for _, pid in ipairs(range_above(driving, threshold, budget)) do
-  local rec = get_rec(pid)
-  local fine = rec.s == 'available' and redis.call('HEXISTS', OWN, pid) == 0
-    and rec.e > now and rec.uu > threshold
-  if fine and max_age >= 0 then fine = rec.ck ~= nil and now - rec.ck <= max_age end
-  if fine then
-    local actual = {upstream = rec.u, region = rec.r, carrier = rec.c, protocol = rec.pr}
-    for dim, value in pairs(wanted) do
-      if actual[dim] ~= value then fine = false end
+-- Read the driving index in pages by rank (O(log N + page) each), never more than the budget:
+-- a request that is satisfied early costs what it used, not the whole budget.
+local first = redis.call('ZCOUNT', driving, '-inf', threshold)
+local above = redis.call('ZCARD', driving) - first
+local scanned, page = 0, math.max(need * 2, 8)
+while scanned < budget and scanned < above and #matches < need do
+  local n = math.min(page, budget - scanned)
+  for _, pid in ipairs(redis.call('ZRANGE', driving, first + scanned, first + scanned + n - 1)) do
+    scanned = scanned + 1
+    local rec = get_rec(pid)
+    local fine = rec.s == 'available' and redis.call('HEXISTS', OWN, pid) == 0
+      and rec.e > now and rec.uu > threshold
+    if fine and max_age >= 0 then fine = rec.ck ~= nil and now - rec.ck <= max_age end
+    if fine then
+      local actual = {upstream = rec.u, region = rec.r, carrier = rec.c, protocol = rec.pr}
+      for dim, value in pairs(wanted) do
+        if actual[dim] ~= value then fine = false end
+      end
+    end
+    if fine then
+      matches[#matches + 1] = {pid, rec}
+      if #matches == need then break end
     end
   end
-  if fine then
-    matches[#matches + 1] = {pid, rec}
-    if #matches == need then break end
-  end
+  page = page * 2
 end
-if #matches < need and count_above(driving, threshold) > budget then
+if #matches < need and above > budget then
   return fail('scan_budget_exhausted')
 end
 
@@ -87,5 +97,6 @@ local result = {proxies = proxies, requested = count, replayed = false}
 local expires = now + replay_ttl
 if earliest and earliest < expires then expires = earliest end -- never outlive a proxy
 remember(replay_key, request_digest, result, expires, now, nonce)
-finish(now)
+-- No finish(): extract only removes index members and moves counters of fixed keys, which
+-- already live to the horizon; the replay key has its own TTL.
 return ok(result)

@@ -1,8 +1,12 @@
--- lib.lua: helpers shared by every RedisPool script; prepended to each one at load time
--- (Lua scripts cannot include each other). Mirrors activity/memory.py function for function.
+-- lib.lua: the shared part of the RedisPool function library. activity/redis/_scripts.py
+-- loads it once (FUNCTION LOAD) followed by every operation file, each wrapped as one
+-- registered function; the helpers below are created once per load, not once per call (as a
+-- prelude of every EVALSHA they cost more than the operations themselves: docs/PERFORMANCE.md).
+-- Mirrors activity/memory.py function for function. Only declarations at the top level:
+-- Redis runs a library's top level with no access to `redis.call`, `string` or `cjson`.
 --
--- Keys: KEYS[1] of every script is the namespace's meta key `<prefix>:{activity}:meta`; every
--- other key is derived from it here. Index keys depend on a record's own labels (its region,
+-- Keys: KEYS[1] of every operation is the namespace's meta key `<prefix>:{activity}:meta`;
+-- `bind` derives every other key from it. Index keys depend on a record's own labels (its region,
 -- carrier, ...), which no caller can know before the script has read the record, so they are
 -- named inside the script. All of them carry the `{activity}` hash tag: one slot, as the ADR's
 -- Cluster single-slot option requires.
@@ -11,25 +15,15 @@
 -- the codes are activity/errors.py's table, the reasons its *_REASONS tuples (no free text:
 -- MemoryPool must give the same answer). A Lua error (assert) is a programming error.
 
-local META = KEYS[1]
-local NS = string.sub(META, 1, #META - 4)
-local function k(name) return NS .. name end
-local R, UNIQ, EXP, AVAIL = k('records'), k('unique'), k('expiry'), k('available')
-local INV, MANAGED_COUNT = k('inventory'), k('managed')
-local OWN, OWN_EXP, TICKETS, EPOCH = k('owners'), k('owner-expiry'), k('drain-tickets'), k('epoch')
-local SESS, SESS_EXP = k('worker-sessions'), k('worker-session-expiry')
-local RT, RT_EXP, GEN = k('worker-runtime'), k('worker-runtime-expiry'), k('session-generation')
-
 local LAYOUT = '1'
-local stored_layout = redis.call('HGET', META, 'layout')
-if stored_layout and stored_layout ~= LAYOUT then
-  return cjson.encode({err = 'layout_mismatch', reason = stored_layout})
-end
-
 local TERMINAL = {extracted = true, removed = true}
 local MANAGED = {fetched = true, checking = true, available = true, suspect = true, draining = true}
 
--- Keys this script touched whose lifetime must reach the pool's horizon (see touch/finish).
+local META, NS, R, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT
+local OWN, OWN_EXP, TICKETS, EPOCH, SESS, SESS_EXP, RT, RT_EXP, GEN, FIXED
+local function k(name) return NS .. name end
+
+-- Keys this call touched whose lifetime must reach the pool's horizon (see touch/finish).
 local touched = {}
 local function touch(key) touched[key] = true end
 
@@ -164,7 +158,6 @@ end
 -- clock, as a relative TTL so a caller clock far from the server's is harmless), so an idle
 -- namespace frees itself. The fixed keys are extended together whenever the horizon moves;
 -- dynamic keys (indexes, per-worker sets) when a script touches them.
-local FIXED = {META, R, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT, OWN, OWN_EXP, TICKETS, EPOCH}
 local GRACE_MS = 60000
 local function finish(now)
   local latest = redis.call('ZRANGE', EXP, -1, -1, 'WITHSCORES')[2]
@@ -287,4 +280,22 @@ local function drain_status(pid, w, stated_idle, snow)
   end
   if stated_idle then return 'released' end
   return 'waiting_counts'
+end
+
+-- The start of every operation: name the namespace's keys (cached while the namespace stays
+-- the same), forget the previous call's touched keys, refuse a foreign data layout.
+local function bind(meta)
+  touched = {}
+  if meta ~= META then
+    META, NS = meta, string.sub(meta, 1, #meta - 4)
+    R, UNIQ, EXP, AVAIL = k('records'), k('unique'), k('expiry'), k('available')
+    INV, MANAGED_COUNT = k('inventory'), k('managed')
+    OWN, OWN_EXP, TICKETS, EPOCH = k('owners'), k('owner-expiry'), k('drain-tickets'), k('epoch')
+    SESS, SESS_EXP = k('worker-sessions'), k('worker-session-expiry')
+    RT, RT_EXP, GEN = k('worker-runtime'), k('worker-runtime-expiry'), k('session-generation')
+    FIXED = {META, R, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT, OWN, OWN_EXP, TICKETS, EPOCH, GEN}
+  end
+  local stored = redis.call('HGET', META, 'layout')
+  if stored and stored ~= LAYOUT then return fail('layout_mismatch') end
+  return nil
 end

@@ -55,17 +55,22 @@ end
 
 for _, c in ipairs(cands) do
   local holder = redis.call('HGET', UNIQ, c.k)
-  for _, pid in ipairs({holder or '', c.id}) do
-    if pid ~= '' then
-      local rec = get_rec(pid)
-      if rec and rec.e <= now then
-        delete_rec(pid, rec) -- an expired incumbent never blocks a new lifecycle
-        counts.cleaned = counts.cleaned + 1
-      end
+  local rec = get_rec(c.id)
+  -- An expired incumbent (under this exit or this ID) never blocks a new lifecycle.
+  if holder and holder ~= c.id then
+    local incumbent = get_rec(holder)
+    if incumbent.e <= now then
+      delete_rec(holder, incumbent)
+      counts.cleaned = counts.cleaned + 1
+      holder = nil
     end
   end
-  holder = redis.call('HGET', UNIQ, c.k)
-  local rec = get_rec(c.id)
+  if rec and rec.e <= now then
+    delete_rec(c.id, rec)
+    counts.cleaned = counts.cleaned + 1
+    if holder == c.id then holder = nil end
+    rec = nil
+  end
   if not rec then
     if holder then
       counts.conflicts = counts.conflicts + 1 -- the exit is held under another proxy ID

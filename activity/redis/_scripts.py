@@ -1,19 +1,24 @@
-"""Loading the Lua scripts and calling them: the only place that speaks to Redis.
+"""Loading the Lua operations and calling them: the only place that speaks to Redis.
 
-Each script is ``lua/lib.lua`` followed by its own file, registered once with redis-py
-(EVALSHA; a NOSCRIPT reply after a flush or failover reloads and retries transparently).
+``lua/lib.lua`` and every operation file (``lua/<name>.lua``, each wrapped as one function) form
+one Redis function library, loaded once (FUNCTION LOAD) and called with FCALL. A library costs
+its helpers once per load instead of once per call, which as an EVALSHA prelude cost more than
+the operations themselves (docs/PERFORMANCE.md). The library's name carries a digest of its
+code, so two versions side by side never clash; a "function not found" reply (a restart, a
+failover to a replica without it, FUNCTION FLUSH) reloads it and retries transparently, once.
 Replies are JSON: ``{"ok": value}`` or ``{"err": code, "reason": ..., ...}``; errors map to
 the shared code table in ``activity.errors``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import redis
-from redis.commands.core import Script
 
 from activity.deadline import check_deadline
 from activity.errors import (
@@ -51,19 +56,35 @@ _TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 
 
 def script_source(name: str) -> str:
-    library = (LUA_DIR / "lib.lua").read_text()
-    return library + "\n" + (LUA_DIR / f"{name}.lua").read_text()
+    """The shared library and one operation's body, as Lua text (for tests and readers)."""
+    return (LUA_DIR / "lib.lua").read_text() + "\n" + (LUA_DIR / f"{name}.lua").read_text()
+
+
+@cache
+def library() -> tuple[str, str]:
+    """(library code, suffix of its function names), built once per process."""
+    parts = [(LUA_DIR / "lib.lua").read_text()]
+    bodies = {name: (LUA_DIR / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
+    suffix = hashlib.sha1(  # noqa: S324 - a version tag, not a security digest
+        "".join([parts[0], *bodies.values()]).encode()
+    ).hexdigest()[:12]
+    for name, body in bodies.items():
+        parts.append(
+            f"redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
+            "  local layout_error = bind(KEYS[1])\n"
+            "  if layout_error then return layout_error end\n"
+            f"{body}\nend)\n"
+        )
+    return f"#!lua name=pp_activity_{suffix}\n" + "\n".join(parts), suffix
 
 
 class Scripts:
-    """The registered scripts of one client, called by name."""
+    """The pool's function library on one client, its operations called by name."""
 
     def __init__(self, client: redis.Redis, meta_key: str) -> None:
         self._meta = meta_key
         self._client = client
-        self._scripts: dict[str, Script] = {
-            name: client.register_script(script_source(name)) for name in SCRIPT_NAMES
-        }
+        self._code, self._suffix = library()
 
     def hget_json(self, key: str, field: str) -> Any:
         """One plain read (no script needed): a JSON value of a hash field, or None."""
@@ -83,23 +104,36 @@ class Scripts:
         connection broke answers the retry from its stored result and changes nothing twice.
         """
         check_deadline()
-        script = self._scripts[name]
+        argv = [_arg(a) for a in args]
         attempts = 2 if retry_safe else 1
-        for attempt in range(attempts):
+        loaded = False
+        while True:
             try:
-                raw = script(keys=[self._meta], args=[_arg(a) for a in args])
+                raw = self._client.fcall(f"{name}_{self._suffix}", 1, self._meta, *argv)
                 break
             except _TRANSIENT as exc:
-                if attempt + 1 == attempts:
+                attempts -= 1
+                if attempts == 0:
                     raise StoreUnavailable(
                         f"Redis did not answer {name}; the outcome is unknown"
                     ) from exc
                 check_deadline()
             except redis.ResponseError as exc:
-                raise _response_error(name, exc) from exc
+                if "function not found" not in str(exc).lower() or loaded:
+                    raise _response_error(name, exc) from exc
+                self._load()  # never ran: loading and calling again is always safe
+                loaded = True
             except redis.RedisError as exc:
                 raise StoreUnavailable(f"Redis refused {name}") from exc
         return _decode(name, raw)
+
+    def _load(self) -> None:
+        try:
+            self._client.function_load(self._code, replace=True)
+        except _TRANSIENT as exc:
+            raise StoreUnavailable(
+                "Redis did not answer while loading the pool's functions"
+            ) from exc
 
 
 def _arg(value: object) -> str | int | float | bytes:

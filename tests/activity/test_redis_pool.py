@@ -301,3 +301,69 @@ def test_extractors_in_separate_processes_never_share_a_proxy(redis_url):
             if w.is_alive():
                 w.kill()
     assert all(w.exitcode == 0 for w in workers)
+
+
+RACE_PROXIES = 4
+
+
+def _contender(kind: str, index: int, url: str, prefix: str, start: float, barrier, results):
+    clock = ManualClock(datetime.fromtimestamp(start, UTC))
+    pool = RedisPool(
+        redis.Redis.from_url(url, socket_timeout=10), PoolOptions(prefix=prefix), clock=clock
+    )
+    for round_ in range(ROUNDS):
+        barrier.wait()
+        won: list[str] = []
+        if kind == "extract":
+            won = [p.proxy_id for p in pool.extract(ExtractRequest(f"c{index}", 1)).proxies]
+        else:
+            for i in range(RACE_PROXIES):
+                pid = f"r{round_}-p{(i + index) % RACE_PROXIES}"
+                try:
+                    pool.assign(clock.now(), pid, f"w{index}", MIN)
+                    won.append(pid)
+                except OwnershipConflict as exc:
+                    assert exc.reason in {"already_owned", "not_available"}
+        results.put((round_, kind, won))
+        barrier.wait()
+
+
+@pytest.mark.slow
+def test_assign_and_extract_racing_from_processes_have_one_winner(redis_url):
+    """Worker 所有权: assign and extract racing for the same proxies from separate processes:
+    for every proxy exactly one wins; every loser gets a typed answer."""
+    pool, clock = _pool(redis_url)
+    context = multiprocessing.get_context("spawn")
+    kinds = ["extract"] * 8 + ["assign"] * 8
+    barrier = context.Barrier(len(kinds) + 1)
+    results = context.Queue()
+    start = clock.now().timestamp()
+    workers = [
+        context.Process(
+            target=_contender,
+            args=(kind, i, redis_url, pool.options.prefix, start, barrier, results),
+        )
+        for i, kind in enumerate(kinds)
+    ]
+    for w in workers:
+        w.start()
+    try:
+        for round_ in range(ROUNDS):
+            stocked = _stock(pool, clock.now(), RACE_PROXIES, prefix=f"r{round_}-p")
+            barrier.wait(timeout=60)
+            barrier.wait(timeout=60)
+            wins: dict[str, int] = dict.fromkeys(stocked, 0)
+            for _ in kinds:
+                got_round, _kind, won = results.get(timeout=30)
+                assert got_round == round_
+                for pid in won:
+                    wins[pid] += 1
+            assert all(count == 1 for count in wins.values()), wins
+            pool.expire(clock.now() + 2 * MIN, 100)  # hand the assigned ones back
+            pool.extract(ExtractRequest("cleanup", RACE_PROXIES))
+    finally:
+        for w in workers:
+            w.join(timeout=30)
+            if w.is_alive():
+                w.kill()
+    assert all(w.exitcode == 0 for w in workers)
