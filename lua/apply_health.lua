@@ -22,16 +22,21 @@ for _, upd in ipairs(updates) do
     local owner = get_owner(pid)
     local t = track_begin(pid, rec, owner)
     rec.s, rec.ck = state, checked
-    if latency == cjson.null then rec.l = nil else rec.l = latency end
-    if state == 'available' then
-      rec.ok, rec.fr = checked, nil
-    elseif reason ~= cjson.null then
-      rec.fr = reason
-    end
     put_rec(pid, rec)
+    -- Last success, latency, failure: for operators; no operation reads them.
+    local old = redis.call('HGET', HEALTH, pid) or '||'
+    local success, _, failure = string.match(old, '^(%d*)|(%d*)|(.*)$')
+    if state == 'available' then
+      success, failure = string.format('%d', checked), ''
+    elseif reason ~= cjson.null then
+      failure = reason
+    end
+    local lat = latency == cjson.null and '' or string.format('%d', latency)
+    redis.call('HSET', HEALTH, pid, table.concat({success, lat, failure}, '|'))
     track_end(pid, t, rec.u, rec, owner)
     result.applied = result.applied + 1
   end
 end
+touch(HEALTH)
 finish(now)
 return ok(result)

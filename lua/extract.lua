@@ -4,10 +4,11 @@
 -- ARGV[5]  JSON array of [dimension, value] filters, in index order
 -- ARGV[6]  max health age ms (-1: any)   ARGV[7] min remaining ms   ARGV[8] reserve
 -- ARGV[9]  scan_budget   ARGV[10] clean_budget
--- ARGV[11] replay key suffix ("idem:<digest>", "op:<digest>")
+-- ARGV[11] replay key suffix ("idem:<digest>", "op:<digest>", or "" when the caller gave
+--          neither a key nor a request ID: nothing to replay, nothing stored)
 -- ARGV[12] request digest   ARGV[13] replay TTL ms (capped here by the earliest hard expiry)
 -- ARGV[14] nonce of this call (its own low-level retry is not a replay to the caller)
--- Returns: {"ok": {proxies: [{id,u,h,p,pr,r,c,e,uu,un,pw,lb}], requested, replayed}}
+-- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON], requested}}}
 -- Errors: idempotency_conflict, scan_budget_exhausted (never reported as "not enough"),
 --         insufficient_inventory {requested, available}, layout_mismatch
 assert(#KEYS == 1 and #ARGV == 14, 'extract: arity')
@@ -15,15 +16,18 @@ local now, client, count, mode = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3]), ARGV[4
 local filters = cjson.decode(ARGV[5])
 local max_age, min_remaining, reserve = tonum(ARGV[6]), tonum(ARGV[7]), tonum(ARGV[8])
 local budget, clean_budget = tonum(ARGV[9]), tonum(ARGV[10])
-local replay_key, request_digest, replay_ttl = k(ARGV[11]), ARGV[12], tonum(ARGV[13])
+local replay_key, request_digest, replay_ttl = ARGV[11], ARGV[12], tonum(ARGV[13])
+if replay_key ~= '' then replay_key = k(replay_key) end
 local nonce = ARGV[14]
 
 -- 1. idempotency: the same key and request replay; another request under it conflicts
-local stored = replay(replay_key, request_digest, now, nonce)
-if stored == false then
-  return fail('idempotency_conflict')
-elseif stored then
-  return ok(stored)
+local function reply(result_json, replayed)
+  return '{"ok":{"replayed":' .. tostring(replayed) .. ',"result":' .. result_json .. '}}'
+end
+if replay_key ~= '' then
+  local stored, replayed = replay(replay_key, request_digest, now, nonce)
+  if stored == false then return fail('idempotency_conflict') end
+  if stored then return reply(stored, replayed) end
 end
 
 clean_expired(now, clean_budget)
@@ -47,7 +51,7 @@ local matches = {}
 -- Read the driving index in pages by rank (O(log N + page) each), never more than the budget:
 -- a request that is satisfied early costs what it used, not the whole budget.
 local first = redis.call('ZCOUNT', driving, '-inf', threshold)
-local above = redis.call('ZCARD', driving) - first
+local above = smallest - first
 local scanned, page = 0, math.max(need * 2, 8)
 while scanned < budget and scanned < above and #matches < need do
   local n = math.min(page, budget - scanned)
@@ -89,14 +93,15 @@ for i = 1, take do
   rec.s, rec.x = 'extracted', client
   put_rec(pid, rec)
   track_end(pid, t, rec.u, rec, nil)
-  proxies[i] = {id = pid, u = rec.u, h = rec.h, p = rec.p, pr = rec.pr, r = rec.r, c = rec.c,
-                e = rec.e, uu = rec.uu, un = rec.un, pw = rec.pw, lb = rec.lb}
+  proxies[i] = redis.call('HGET', R, pid)
   if earliest == nil or rec.e < earliest then earliest = rec.e end
 end
-local result = {proxies = proxies, requested = count, replayed = false}
-local expires = now + replay_ttl
-if earliest and earliest < expires then expires = earliest end -- never outlive a proxy
-remember(replay_key, request_digest, result, expires, now, nonce)
+local result = '{"proxies":[' .. table.concat(proxies, ',') .. '],"requested":' .. count .. '}'
+if replay_key ~= '' then
+  local expires = now + replay_ttl
+  if earliest and earliest < expires then expires = earliest end -- never outlive a proxy
+  remember(replay_key, request_digest, result, expires, now, nonce)
+end
 -- No finish(): extract only removes index members and moves counters of fixed keys, which
 -- already live to the horizon; the replay key has its own TTL.
-return ok(result)
+return reply(result, false)

@@ -8,4 +8,4 @@ assert(#KEYS == 1 and #ARGV == 3, 'inventory: arity')
 local now, u, budget = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local _, more = clean_expired(now, budget, expiry_key(u))
 if more then return fail('scan_budget_exhausted') end
-return ok(tonumber(redis.call('HGET', INV, u) or '0'))
+return ok(counter(INV, u))

@@ -19,7 +19,7 @@ local LAYOUT = '1'
 local TERMINAL = {extracted = true, removed = true}
 local MANAGED = {fetched = true, checking = true, available = true, suspect = true, draining = true}
 
-local META, NS, R, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT
+local META, NS, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT
 local OWN, OWN_EXP, TICKETS, EPOCH, SESS, SESS_EXP, RT, RT_EXP, GEN, FIXED
 local function k(name) return NS .. name end
 
@@ -41,9 +41,26 @@ local function get_json(hash, field)
   if raw then return cjson.decode(raw) end
   return nil
 end
-local function get_rec(pid) return get_json(R, pid) end
+-- A proxy is stored in two parts. `records` holds its static JSON, built by Python at upsert
+-- (address, labels, lifetimes, credentials) and only ever handed back verbatim; `hot` holds
+-- what the operations read and change, as one delimited string that needs no JSON work:
+--   state|expires|usable|checked|max|upstream|protocol|region|carrier|key digest|extracted by
+-- (labels are tokens without '|'; the client ID comes last, so it may contain anything).
+local HOT_PATTERN = '^(%a+)|(%d+)|(%d+)|(%d*)|(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
+local function blank(v) if v == '' then return nil end return v end
+local function get_rec(pid)
+  local raw = redis.call('HGET', HOT, pid)
+  if not raw then return nil end
+  local s, e, uu, ck, m, u, pr, r, c, key, x = string.match(raw, HOT_PATTERN)
+  return {s = s, e = tonumber(e), uu = tonumber(uu), ck = tonumber(ck), m = tonumber(m), u = u,
+          pr = pr, r = blank(r), c = blank(c), k = key, x = blank(x)}
+end
+local function put_rec(pid, rec)
+  redis.call('HSET', HOT, pid, table.concat({rec.s, string.format('%d', rec.e),
+    string.format('%d', rec.uu), rec.ck and string.format('%d', rec.ck) or '', rec.m, rec.u,
+    rec.pr, rec.r or '', rec.c or '', rec.k, rec.x or ''}, '|'))
+end
 local function get_owner(pid) return get_json(OWN, pid) end
-local function put_rec(pid, rec) redis.call('HSET', R, pid, cjson.encode(rec)) end
 
 local function digest(value) return redis.sha1hex(value) end
 local function expiry_key(u) return k('expiry:' .. u) end
@@ -66,20 +83,58 @@ local function flags(rec, owner)
   return (TERMINAL[rec.s] and 0 or 1), (MANAGED[state] and 1 or 0)
 end
 
+-- Counter changes are summed during a call and written once at its end (flush_counts, run by
+-- the function wrapper after every operation): a chunk of 500 inserts is one HINCRBY, not
+-- 1,000. Reads inside the same call go through `counter`, which adds what is pending.
+local pending = {}
 local function bump(hash, field, delta)
   if delta ~= 0 then
-    if redis.call('HINCRBY', hash, field, delta) == 0 then redis.call('HDEL', hash, field) end
-    touch(hash)
+    local fields = pending[hash]
+    if not fields then
+      fields = {}
+      pending[hash] = fields
+    end
+    fields[field] = (fields[field] or 0) + delta
   end
+end
+
+local stored_counts = {}  -- hash .. '|' .. field -> value at the start of this call
+local function counter(hash, field)
+  local id = hash .. '|' .. field
+  local base = stored_counts[id]
+  if base == nil then
+    base = tonumber(redis.call('HGET', hash, field) or '0')
+    stored_counts[id] = base
+  end
+  local fields = pending[hash]
+  return base + (fields and fields[field] or 0)
+end
+
+local function flush_counts()
+  for hash, fields in pairs(pending) do
+    for field, delta in pairs(fields) do
+      if delta ~= 0 and redis.call('HINCRBY', hash, field, delta) == 0 then
+        redis.call('HDEL', hash, field)
+      end
+    end
+    local ttl = redis.call('PTTL', HOT)  -- the records' hash lives to the horizon
+    if ttl > 0 then redis.call('PEXPIRE', hash, ttl) end
+  end
+  pending = {}
 end
 
 -- Every state, ownership or expiry change of a proxy is bracketed by track_begin/track_end,
 -- so counters and index membership stay derived from the record (memory.py `_tracking`).
 local function track_begin(pid, rec, owner)
   local inv, man = flags(rec, owner)
-  if rec then
-    for _, key in ipairs(index_keys(rec)) do redis.call('ZREM', key, pid) end
-    redis.call('ZREM', owned_key(rec.u), pid)
+  -- Remove it from exactly where track_end put it: the AVAILABLE indexes when it is AVAILABLE
+  -- and unowned, the upstream's owned index when AVAILABLE and held without draining.
+  if rec and rec.s == 'available' then
+    if not owner then
+      for _, key in ipairs(index_keys(rec)) do redis.call('ZREM', key, pid) end
+    elseif not owner.d then
+      redis.call('ZREM', owned_key(rec.u), pid)
+    end
   end
   return {inv = inv, man = man}
 end
@@ -132,6 +187,8 @@ local function delete_rec(pid, rec)
   local owner = get_owner(pid)
   local t = track_begin(pid, rec, owner)
   redis.call('HDEL', R, pid)
+  redis.call('HDEL', HOT, pid)
+  redis.call('HDEL', HEALTH, pid)
   if redis.call('HGET', UNIQ, rec.k) == pid then redis.call('HDEL', UNIQ, rec.k) end
   redis.call('ZREM', EXP, pid)
   redis.call('ZREM', expiry_key(rec.u), pid)
@@ -176,7 +233,7 @@ end
 
 -- For scripts that are given no caller clock: the records hash already lives to the horizon.
 local function finish_like_records()
-  local ttl = redis.call('PTTL', R)
+  local ttl = redis.call('PTTL', HOT)
   if ttl > 0 then
     for key in pairs(touched) do redis.call('PEXPIRE', key, ttl) end
   end
@@ -184,22 +241,22 @@ end
 
 -- Stored results (idempotency, operation IDs). The key's own TTL frees memory; the stored
 -- expiry `x` keeps replay time on the caller's clock, like every other proxy time.
--- Returns the stored result, nil when there is none, or false when `digest` differs. The
--- result's `replayed` is false when the stored call is this very call (`nonce`): our own retry
--- after a lost reply is the first answer the caller sees.
+-- Stored as "digest|expires|nonce|<result JSON>". Returns the result JSON and whether it is a
+-- replay to the caller (not when the stored call is this very call, `nonce`: our own retry
+-- after a lost reply is the first answer the caller sees); nil when there is none; false when
+-- the request digest differs.
 local function replay(key, request_digest, now, nonce)
   local stored = redis.call('GET', key)
   if not stored then return nil end
-  stored = cjson.decode(stored)
-  if stored.x <= now then return nil end
-  if stored.d ~= request_digest then return false end
-  stored.r.replayed = stored.n ~= nonce
-  return stored.r
+  local d, x, n, result = string.match(stored, '^([^|]*)|(%d+)|([^|]*)|(.*)$')
+  if tonumber(x) <= now then return nil end
+  if d ~= request_digest then return false end
+  return result, n ~= nonce
 end
 
-local function remember(key, request_digest, result, expires, now, nonce)
-  redis.call('SET', key, cjson.encode({d = request_digest, r = result, x = expires, n = nonce}),
-             'PX', expires - now)
+local function remember(key, request_digest, result_json, expires, now, nonce)
+  redis.call('SET', key, table.concat({request_digest, string.format('%d', expires), nonce,
+             result_json}, '|'), 'PX', expires - now)
 end
 
 local function server_ms()
@@ -285,15 +342,17 @@ end
 -- The start of every operation: name the namespace's keys (cached while the namespace stays
 -- the same), forget the previous call's touched keys, refuse a foreign data layout.
 local function bind(meta)
-  touched = {}
+  touched, pending, stored_counts = {}, {}, {}
   if meta ~= META then
     META, NS = meta, string.sub(meta, 1, #meta - 4)
-    R, UNIQ, EXP, AVAIL = k('records'), k('unique'), k('expiry'), k('available')
+    R, HOT, HEALTH = k('records'), k('hot'), k('health')
+    UNIQ, EXP, AVAIL = k('unique'), k('expiry'), k('available')
     INV, MANAGED_COUNT = k('inventory'), k('managed')
     OWN, OWN_EXP, TICKETS, EPOCH = k('owners'), k('owner-expiry'), k('drain-tickets'), k('epoch')
     SESS, SESS_EXP = k('worker-sessions'), k('worker-session-expiry')
     RT, RT_EXP, GEN = k('worker-runtime'), k('worker-runtime-expiry'), k('session-generation')
-    FIXED = {META, R, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT, OWN, OWN_EXP, TICKETS, EPOCH, GEN}
+    FIXED = {META, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT, OWN, OWN_EXP, TICKETS,
+             EPOCH, GEN}
   end
   local stored = redis.call('HGET', META, 'layout')
   if stored and stored ~= LAYOUT then return fail('layout_mismatch') end

@@ -4,11 +4,12 @@
 -- ARGV[2]  upstream ID
 -- ARGV[3]  max_size (final hard limit on the upstream's unextracted inventory)
 -- ARGV[4]  clean_budget        ARGV[5] scan_budget
--- ARGV[6]  fetched_at (ms)
+-- ARGV[6]  fetched_at (ms; kept in the static JSON)
 -- ARGV[7]  this chunk's operation key suffix ("op:<digest>")
 -- ARGV[8]  content digest of the whole call (a reused operation ID with other content conflicts)
 -- ARGV[9]  operation result TTL (ms)
--- ARGV[10] JSON array of candidates {id,k,h,p,pr,r,c,m,e,uu,un,pw,lb}, already validated
+-- ARGV[10] JSON array of candidates {id,k,pr,r,c,m,e,uu,j}, validated; j is the record's static
+--          JSON as Python built it (stored and handed back verbatim)
 -- ARGV[11] whole-call key suffix ("op:<digest>"): the first chunk replays a finished call
 -- ARGV[12] "1" on the last chunk, which stores the whole call's result there
 -- ARGV[13] JSON totals of the earlier chunks, with the Python-side `dropped`
@@ -27,18 +28,18 @@ local nonce = ARGV[14]
 -- A finished call replays whole, whatever the clock has done to its candidates since; a
 -- chunk re-sent after a dropped connection replays that chunk.
 for _, key in ipairs({whole_key, k(op)}) do
-  local stored = replay(key, content, now, nonce)
-  if stored == false then
-    return fail('idempotency_conflict')
-  elseif stored then
-    stored.whole = key == whole_key
+  local stored, replayed = replay(key, content, now, nonce)
+  if stored == false then return fail('idempotency_conflict') end
+  if stored then
+    stored = cjson.decode(stored)
+    stored.replayed, stored.whole = replayed, key == whole_key
     return ok(stored)
   end
 end
 
 local counts = {inserted = 0, refreshed = 0, conflicts = 0, skipped_terminal = 0,
                 over_capacity = 0, cleaned = 0, replayed = false}
-local function inventory() return tonumber(redis.call('HGET', INV, u) or '0') end
+local function inventory() return counter(INV, u) end
 local function nullable(v) if v == cjson.null then return nil end return v end
 
 counts.cleaned = counts.cleaned + clean_expired(now, clean_budget)
@@ -48,9 +49,9 @@ if inventory() + #cands > max_size then
 end
 
 local function apply(rec, c)
-  rec.h, rec.p, rec.pr, rec.r, rec.c = c.h, c.p, c.pr, nullable(c.r), nullable(c.c)
+  rec.pr, rec.r, rec.c = c.pr, nullable(c.r), nullable(c.c)
   rec.m, rec.e, rec.uu = c.m, c.e, c.uu
-  rec.un, rec.pw, rec.lb = nullable(c.un), nullable(c.pw), c.lb
+  redis.call('HSET', R, c.id, c.j)
 end
 
 for _, c in ipairs(cands) do
@@ -77,7 +78,7 @@ for _, c in ipairs(cands) do
     elseif inventory() >= max_size then
       counts.over_capacity = counts.over_capacity + 1
     else
-      rec = {u = u, k = c.k, s = 'fetched', f = fetched}
+      rec = {u = u, k = c.k, s = 'fetched'}
       apply(rec, c)
       local t = track_begin(c.id, nil, nil)
       put_rec(c.id, rec)
@@ -101,16 +102,16 @@ for _, c in ipairs(cands) do
     counts.refreshed = counts.refreshed + 1
   end
 end
-touch(R); touch(UNIQ)
+touch(R); touch(HOT); touch(UNIQ)
 
-remember(k(op), content, counts, now + op_ttl, now, nonce)
+remember(k(op), content, cjson.encode(counts), now + op_ttl, now, nonce)
 if last then
   local total = {replayed = false}
   for name, value in pairs(counts) do
     if name ~= 'replayed' then total[name] = value + (earlier[name] or 0) end
   end
   total.dropped = earlier.dropped
-  remember(whole_key, content, total, now + op_ttl, now, nonce)
+  remember(whole_key, content, cjson.encode(total), now + op_ttl, now, nonce)
 end
 finish(now)
 return ok(counts)

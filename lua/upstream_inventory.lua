@@ -33,5 +33,5 @@ for _, pid in ipairs(range_above(assigned, now, budget)) do
     end
   end
 end
-return ok({managed = tonumber(redis.call('HGET', MANAGED_COUNT, u) or '0'),
+return ok({managed = counter(MANAGED_COUNT, u),
            available_slots = slots})

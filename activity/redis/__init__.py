@@ -8,6 +8,7 @@ Keys, scripts and reply formats stay private to this package.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
@@ -106,7 +107,7 @@ class RedisPool:
                 f"op:{op}",
                 prepared.content_digest,
                 span_ms(self.options.operation_ttl),
-                [_candidate(c) for c in chunk],
+                [_candidate(c, prepared) for c in chunk],
                 whole,
                 index == len(chunks) - 1,
                 totals,
@@ -149,11 +150,11 @@ class RedisPool:
     # ------------------------------------------------------------------ ExtractionStore
     def extract(self, request: ExtractRequest) -> ExtractResult:
         req = v.prepare_extract(request, self.options)
-        if req.replay_kind is not None and req.replay_digest is not None:
-            kind, digest = req.replay_kind, req.replay_digest
-        else:
-            # No key and no request ID: an internal one guards our own single retry.
-            kind, digest = "op", v.digest("op-extract", req.client_id, uuid.uuid4().hex)
+        kind, digest = req.replay_kind, req.replay_digest
+        # With neither a key nor a request ID nothing is stored, so nothing could answer a
+        # retry: such a call is not retried (a lost reply is StoreUnavailable, outcome unknown).
+        # The API always passes its request ID.
+        replay = "" if kind is None or digest is None else f"{kind}:{digest}"
         ttl = self.options.idempotency_ttl if kind == "idem" else self.options.operation_ttl
         reply = self._scripts.call(
             "extract",
@@ -167,14 +168,15 @@ class RedisPool:
             req.reserve,
             self.options.scan_budget,
             self.options.clean_budget,
-            f"{kind}:{digest}",
+            replay,
             req.request_digest,
             span_ms(ttl),
             uuid.uuid4().hex,
-            retry_safe=True,
+            retry_safe=bool(replay),
         )
-        proxies = tuple(_extracted(p) for p in _list(reply["proxies"]))
-        return ExtractResult(proxies, int(reply["requested"]), replayed=bool(reply["replayed"]))
+        result = reply["result"]
+        proxies = tuple(_extracted(p) for p in _list(result["proxies"]))
+        return ExtractResult(proxies, int(result["requested"]), replayed=bool(reply["replayed"]))
 
     # ------------------------------------------------------------------ OwnershipRepository
     def _lease_ms(self, ttl: object) -> int:
@@ -359,11 +361,29 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _candidate(c: v.PreparedProxy) -> dict[str, object]:
-    return {"id": c.proxy_id, "k": c.key_digest, "h": c.host, "p": c.port, "pr": c.protocol,
-            "r": c.region, "c": c.carrier, "m": c.max_concurrency, "e": c.expires_ms,
-            "uu": c.usable_ms, "un": c.username, "pw": c.password,
-            "lb": [list(pair) for pair in c.labels]}  # fmt: skip
+def _candidate(c: v.PreparedProxy, batch: v.PreparedBatch) -> dict[str, object]:
+    # The record's static part is encoded here, once, and stored and returned verbatim: Lua
+    # never spends time on JSON for it (docs/PERFORMANCE.md).
+    static = {
+        "id": c.proxy_id,
+        "u": batch.upstream_id,
+        "k": c.key_digest,
+        "h": c.host,
+        "p": c.port,
+        "pr": c.protocol,
+        "r": c.region,
+        "c": c.carrier,
+        "m": c.max_concurrency,
+        "e": c.expires_ms,
+        "uu": c.usable_ms,
+        "f": batch.fetched_ms,
+        "un": c.username,
+        "pw": c.password,
+        "lb": [list(pair) for pair in c.labels],
+    }
+    return {"id": c.proxy_id, "k": c.key_digest, "pr": c.protocol, "r": c.region,
+            "c": c.carrier, "m": c.max_concurrency, "e": c.expires_ms, "uu": c.usable_ms,
+            "j": json.dumps(static, separators=(",", ":"))}  # fmt: skip
 
 
 def _extracted(p: dict[str, Any]) -> ExtractedProxy:

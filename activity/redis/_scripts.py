@@ -73,7 +73,10 @@ def library() -> tuple[str, str]:
             f"redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
             "  local layout_error = bind(KEYS[1])\n"
             "  if layout_error then return layout_error end\n"
-            f"{body}\nend)\n"
+            f"  local reply = (function()\n{body}\n  end)()\n"
+            "  flush_counts()\n"
+            "  return reply\n"
+            "end)\n"
         )
     return f"#!lua name=pp_activity_{suffix}\n" + "\n".join(parts), suffix
 

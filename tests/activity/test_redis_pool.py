@@ -106,10 +106,13 @@ def test_a_reply_lost_after_commit_is_answered_by_the_retry(redis_url):
         assert pool.inventory("u1") == 5
         pool.apply_health([HealthUpdate(f"p{i}", ProxyState.AVAILABLE, now) for i in range(5)])
         relay.cut_next_reply()
-        got = pool.extract(ExtractRequest("c1", 2))  # no key: the internal op ID guards it
+        got = pool.extract(ExtractRequest("c1", 2, request_id="req-1"))
         assert relay.cuts == 2
-        assert got.returned == 2 and not got.replayed
+        assert got.returned == 2 and not got.replayed  # our own retry is the first answer
         assert pool.inventory("u1") == 3  # taken once, not twice
+        relay.cut_next_reply()
+        with pytest.raises(StoreUnavailable):  # no key, no request ID: not retried blindly
+            pool.extract(ExtractRequest("c1", 1))
     finally:
         relay.close()
 
