@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 # Labels that become part of an index key name: short, no spaces, no control characters.
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}")
+_NO_SPACE = re.compile(r"\S+")  # C-speed: text() runs several times per upserted proxy
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 _MAX_LABELS = 32
 _MAX_CONCURRENCY = 100_000
@@ -111,7 +112,7 @@ def text(
         raise error(f"{what} must be a non-empty string")
     if len(value) > options.max_text:
         raise error(f"{what} is longer than {options.max_text} characters")
-    if not value.isprintable() or any(ch.isspace() for ch in value):
+    if not value.isprintable() or not _NO_SPACE.fullmatch(value):
         raise error(f"{what} must be printable without spaces")
     return value
 

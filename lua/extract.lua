@@ -8,7 +8,7 @@
 --          neither a key nor a request ID: nothing to replay, nothing stored)
 -- ARGV[12] request digest   ARGV[13] replay TTL ms (capped here by the earliest hard expiry)
 -- ARGV[14] nonce of this call (its own low-level retry is not a replay to the caller)
--- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON], requested}}}
+-- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON array], requested}}}
 -- Errors: idempotency_conflict, scan_budget_exhausted (never reported as "not enough"),
 --         insufficient_inventory {requested, available}, layout_mismatch
 assert(#KEYS == 1 and #ARGV == 14, 'extract: arity')

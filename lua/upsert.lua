@@ -8,8 +8,8 @@
 -- ARGV[7]  this chunk's operation key suffix ("op:<digest>")
 -- ARGV[8]  content digest of the whole call (a reused operation ID with other content conflicts)
 -- ARGV[9]  operation result TTL (ms)
--- ARGV[10] JSON array of candidates {id,k,pr,r,c,m,e,uu,j}, validated; j is the record's static
---          JSON as Python built it (stored and handed back verbatim)
+-- ARGV[10] JSON array of candidates [id, k, pr, r, c, m, e, uu, j], validated; j is the record's
+--          static JSON as Python built it (stored and handed back verbatim)
 -- ARGV[11] whole-call key suffix ("op:<digest>"): the first chunk replays a finished call
 -- ARGV[12] "1" on the last chunk, which stores the whole call's result there
 -- ARGV[13] JSON totals of the earlier chunks, with the Python-side `dropped`
@@ -54,7 +54,9 @@ local function apply(rec, c)
   redis.call('HSET', R, c.id, c.j)
 end
 
-for _, c in ipairs(cands) do
+for _, a in ipairs(cands) do
+  local c = {id = a[1], k = a[2], pr = a[3], r = a[4], c = a[5], m = a[6], e = a[7], uu = a[8],
+             j = a[9]}
   local holder = redis.call('HGET', UNIQ, c.k)
   local rec = get_rec(c.id)
   -- An expired incumbent (under this exit or this ID) never blocks a new lifecycle.

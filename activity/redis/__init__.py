@@ -136,8 +136,10 @@ class RedisPool:
     def apply_health(self, updates: Sequence[HealthUpdate]) -> HealthResult:
         now = self._now()
         prepared = v.prepare_health(updates, self.options, now)
-        rows = [[u.proxy_id, u.state.value, u.checked_ms, u.latency_ms, u.failure_reason]
-                for u in prepared]  # fmt: skip
+        rows = [
+            [u.proxy_id, u.state.value, u.checked_ms, u.latency_ms, u.failure_reason]
+            for u in prepared
+        ]
         reply = self._scripts.call("apply_health", now, self.options.clean_budget, rows)
         return HealthResult(**{name: int(value) for name, value in reply.items()})
 
@@ -317,8 +319,15 @@ class RedisPool:
                 key=lambda e: e.proxy_id,
             )
         )
-        return RuntimeView(worker_id, rt["sid"], int(rt["seq"]), int(rt["sv"]), int(rt["ep"]),
-                           entries, from_ms(int(rt["x"])))  # fmt: skip
+        return RuntimeView(
+            worker_id,
+            rt["sid"],
+            int(rt["seq"]),
+            int(rt["sv"]),
+            int(rt["ep"]),
+            entries,
+            from_ms(int(rt["x"])),
+        )
 
     # ------------------------------------------------------------------ SlotsReader
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:
@@ -361,45 +370,57 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _candidate(c: v.PreparedProxy, batch: v.PreparedBatch) -> dict[str, object]:
-    # The record's static part is encoded here, once, and stored and returned verbatim: Lua
-    # never spends time on JSON for it (docs/PERFORMANCE.md).
-    static = {
-        "id": c.proxy_id,
-        "u": batch.upstream_id,
-        "k": c.key_digest,
-        "h": c.host,
-        "p": c.port,
-        "pr": c.protocol,
-        "r": c.region,
-        "c": c.carrier,
-        "m": c.max_concurrency,
-        "e": c.expires_ms,
-        "uu": c.usable_ms,
-        "f": batch.fetched_ms,
-        "un": c.username,
-        "pw": c.password,
-        "lb": [list(pair) for pair in c.labels],
-    }
-    return {"id": c.proxy_id, "k": c.key_digest, "pr": c.protocol, "r": c.region,
-            "c": c.carrier, "m": c.max_concurrency, "e": c.expires_ms, "uu": c.usable_ms,
-            "j": json.dumps(static, separators=(",", ":"))}  # fmt: skip
+# The record's static part, a JSON array in this order, is encoded here once and then stored
+# and handed back verbatim: Lua never spends time on JSON for it (docs/PERFORMANCE.md).
+_STATIC = ("id", "u", "k", "h", "p", "pr", "r", "c", "m", "e", "uu", "f", "un", "pw", "lb")
+_AT = {name: index for index, name in enumerate(_STATIC)}
 
 
-def _extracted(p: dict[str, Any]) -> ExtractedProxy:
+def _candidate(c: v.PreparedProxy, batch: v.PreparedBatch) -> list[object]:
+    static = [
+        c.proxy_id,
+        batch.upstream_id,
+        c.key_digest,
+        c.host,
+        c.port,
+        c.protocol,
+        c.region,
+        c.carrier,
+        c.max_concurrency,
+        c.expires_ms,
+        c.usable_ms,
+        batch.fetched_ms,
+        c.username,
+        c.password,
+        c.labels,
+    ]
+    return [
+        c.proxy_id,
+        c.key_digest,
+        c.protocol,
+        c.region,
+        c.carrier,
+        c.max_concurrency,
+        c.expires_ms,
+        c.usable_ms,
+        json.dumps(static, separators=(",", ":")),
+    ]
+
+
+def _extracted(p: list[Any]) -> ExtractedProxy:
     return ExtractedProxy(
-        proxy_id=p["id"],
-        upstream_id=p["u"],
-        host=p["h"],
-        port=int(p["p"]),
-        protocol=p["pr"],
-        region=p.get("r"),
-        carrier=p.get("c"),
-        expires_at=from_ms(int(p["e"])),
-        usable_until=from_ms(int(p["uu"])),
-        username=p.get("un"),
-        password=p.get("pw"),
-        labels={str(k): str(val) for k, val in _list(p.get("lb"))},
+        proxy_id=p[_AT["id"]],
+        upstream_id=p[_AT["u"]],
+        host=p[_AT["h"]],
+        port=int(p[_AT["p"]]),
+        protocol=p[_AT["pr"]],
+        region=p[_AT["r"]],
+        carrier=p[_AT["c"]],
+        expires_at=from_ms(int(p[_AT["e"]])),
+        usable_until=from_ms(int(p[_AT["uu"]])),
+        username=p[_AT["un"]],
+        password=p[_AT["pw"]],
+        labels={str(k): str(val) for k, val in p[_AT["lb"]]},
     )
 
 
@@ -414,5 +435,11 @@ def _ref(value: Any) -> SnapshotRef | None:
 
 
 def _session(worker_id: str, s: dict[str, Any]) -> WorkerSession:
-    return WorkerSession(worker_id, s["sid"], int(s["g"]), from_ms(int(s["x"])),
-                         _ref(s.get("iss")), _ref(s.get("ack")))  # fmt: skip
+    return WorkerSession(
+        worker_id,
+        s["sid"],
+        int(s["g"]),
+        from_ms(int(s["x"])),
+        _ref(s.get("iss")),
+        _ref(s.get("ack")),
+    )
