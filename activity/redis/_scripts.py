@@ -25,6 +25,7 @@ from activity.errors import (
     ERROR_CODES,
     ActivityError,
     InsufficientInventory,
+    LayoutMismatch,
     ReportRejected,
     StoreUnavailable,
 )
@@ -151,6 +152,8 @@ def _response_error(name: str, exc: redis.ResponseError) -> ActivityError:
     text = str(exc)
     if "BUSY" in text or "LOADING" in text or "READONLY" in text or "OOM" in text:
         return StoreUnavailable(f"Redis cannot run {name} now")
+    if "unknown command" in text.lower():
+        return LayoutMismatch("RedisPool needs Redis 7.0 or newer (FUNCTION LOAD / FCALL)")
     # A Lua error here is a bug in a script or its caller, never a business refusal.
     return ActivityError(f"script {name} failed: {text.splitlines()[0][:200]}")
 

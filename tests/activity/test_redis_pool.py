@@ -127,6 +127,20 @@ def test_a_script_cache_flush_between_calls_is_invisible(redis_url):
     assert pool.inventory("u1") == 1
 
 
+def test_a_lost_function_library_is_reloaded_transparently(private_redis):
+    """故障语义: after FUNCTION FLUSH (or a restart, or a failover to a replica without the
+    library) the next call reloads the pool's functions and runs, once."""
+    server = private_redis()
+    pool, clock = _pool(server.url)
+    _stock(pool, clock.now(), 3)
+    client = redis.Redis.from_url(server.url)
+    client.function_flush()
+    assert pool.extract(ExtractRequest("c1", 2)).returned == 2
+    assert any(lib[1].startswith(b"pp_activity_") for lib in client.function_list())
+    client.function_flush()
+    assert pool.inventory("u1") == 1
+
+
 def test_a_server_that_does_not_answer_in_time_is_store_unavailable(private_redis):
     """故障语义: every call is bounded in time; a frozen server is StoreUnavailable."""
     server = private_redis()
