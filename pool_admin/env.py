@@ -101,3 +101,24 @@ def check_fernet_key(name: str, value: str) -> str:
     if len(raw) != 32:
         raise EnvError(f"{name} must be urlsafe base64 of 32 bytes (a Fernet key)")
     return value
+
+
+def check_fernet_keys(name: str, value: str) -> tuple[str, ...]:
+    """Comma-separated Fernet keys, newest first: the first encrypts, every one decrypts.
+
+    Several keys let an operator rotate: put the new key first, re-encrypt, drop the old one.
+    """
+    keys = tuple(item.strip() for item in value.split(",") if item.strip())
+    if not keys:
+        raise EnvError(f"{name} must list at least one Fernet key")
+    for position, key in enumerate(keys, start=1):
+        try:
+            check_fernet_key(name, key)
+        except EnvError:
+            if len(keys) == 1:
+                raise
+            raise EnvError(
+                f"{name} must be urlsafe base64 of 32 bytes (a Fernet key) in each "
+                f"comma-separated item; item {position} is not"
+            ) from None
+    return keys

@@ -13,7 +13,7 @@ import dj_database_url
 
 from pool_admin.env import (
     EnvError,
-    check_fernet_key,
+    check_fernet_keys,
     env_bool,
     env_int,
     env_list,
@@ -37,8 +37,10 @@ SECRET_KEY = env_secret(
     dev_default="dev-only-insecure-django-secret-key-do-not-deploy-0123456789",
     allow_dev_default=DEV_DEFAULTS_ALLOWED,
 )
-# Key that encrypts provider API credentials at rest (a Fernet key).
-POOL_SECRET_KEY = check_fernet_key(
+# Keys that encrypt provider API credentials at rest (Fernet), comma-separated: the first
+# encrypts, all decrypt, so a new key goes first and `manage.py rotate_secret_key` re-encrypts
+# every row before the old key is dropped (pool_admin/config/secrets.py).
+POOL_SECRET_KEYS = check_fernet_keys(
     "POOL_SECRET_KEY",
     env_secret(
         "POOL_SECRET_KEY",
@@ -80,7 +82,10 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_celery_beat",
+    "django.contrib.postgres",
+    "simple_history",
     "pool_admin",
+    "pool_admin.config",
 ]
 
 MIDDLEWARE = [
@@ -90,9 +95,16 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Lets django-simple-history record which operator made each configuration change.
+    "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# A new API key's plaintext is shown once through a message. Cookie storage keeps it in the
+# operator's browser (signed, consumed on display) and out of the session table, which the
+# default fallback storage would write it to when the cookie grows too large.
+MESSAGE_STORAGE = "django.contrib.messages.storage.cookie.CookieStorage"
 
 ROOT_URLCONF = "pool_admin.urls"
 WSGI_APPLICATION = "pool_admin.wsgi.application"

@@ -33,6 +33,11 @@ def import_settings(**overrides):
         ("DATABASE_URL", "mysql://root:pw@127.0.0.1/x", "DATABASE_URL must use one of the schemes"),
         ("DATABASE_CONNECT_TIMEOUT", "1", "DATABASE_CONNECT_TIMEOUT must be >= 2"),
         ("POOL_SECRET_KEY", "not-a-fernet-key", "POOL_SECRET_KEY must be urlsafe base64"),
+        (
+            "POOL_SECRET_KEY",
+            "ZGV2LW9ubHktcG9vbC1zZWNyZXQta2V5LTMyYnl0ZXM=,not-a-fernet-key",
+            "POOL_SECRET_KEY must be urlsafe base64 of 32 bytes (a Fernet key) in each",
+        ),
         ("ALLOWED_HOSTS", ",", "ALLOWED_HOSTS must list at least one value"),
         ("LOG_LEVEL", "chatty", "LOG_LEVEL must be"),
     ],
@@ -42,6 +47,7 @@ def test_bad_value_fails_fast_naming_the_variable(name, value, message):
     assert done.returncode != 0
     assert f"EnvError: {message}" in done.stderr
     assert ":pw@" not in done.stderr
+    assert "not-a-fernet-key" not in done.stderr
 
 
 def test_secret_key_required_outside_development():

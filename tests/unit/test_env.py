@@ -5,6 +5,7 @@ import pytest
 from pool_admin.env import (
     EnvError,
     check_fernet_key,
+    check_fernet_keys,
     env_bool,
     env_int,
     env_list,
@@ -83,3 +84,17 @@ def test_fernet_key_shape_is_checked_without_echoing_it():
     assert "too-short-secret" not in str(info.value)
     key = "ZGV2LW9ubHktcG9vbC1zZWNyZXQta2V5LTMyYnl0ZXM="
     assert check_fernet_key("POOL_SECRET_KEY", key) == key
+
+
+def test_fernet_keys_are_comma_separated_newest_first():
+    key = "ZGV2LW9ubHktcG9vbC1zZWNyZXQta2V5LTMyYnl0ZXM="
+    other = "b-OoQPlFiyIBGOU9KNODvm-Zg5FuQCINeaRXyt07FxI="
+    assert check_fernet_keys("POOL_SECRET_KEY", key) == (key,)
+    assert check_fernet_keys("POOL_SECRET_KEY", f" {other} , {key},") == (other, key)
+    with pytest.raises(EnvError, match="POOL_SECRET_KEY must list at least one"):
+        check_fernet_keys("POOL_SECRET_KEY", " , ")
+    with pytest.raises(EnvError, match=r"POOL_SECRET_KEY must be urlsafe base64.*item 2") as info:
+        check_fernet_keys("POOL_SECRET_KEY", f"{key},short-secret-value")
+    assert "short-secret-value" not in str(info.value)
+    with pytest.raises(EnvError, match=r"^POOL_SECRET_KEY must be urlsafe base64 of 32 bytes"):
+        check_fernet_keys("POOL_SECRET_KEY", "short-secret-value")

@@ -1,0 +1,281 @@
+"""Admin for the configuration models: lists, filters, search, history; secrets write-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import models
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_post_parameters
+from simple_history.admin import SimpleHistoryAdmin
+
+from pool_admin.config.models import (
+    PROTOCOL_CHOICES,
+    ApiClient,
+    ApiKey,
+    Credential,
+    Upstream,
+    WorkerGroup,
+)
+
+TIMESTAMPS = ("created_at", "updated_at")
+
+
+class ReadOnlyHistoryAdmin(SimpleHistoryAdmin):
+    """History to read, never to revert: a reverted credential would lose its ciphertext
+    (kept out of history on purpose) and a reverted API key could come back from revocation."""
+
+    def revert_disabled(self, request: HttpRequest, obj: Any = None) -> bool:
+        return True
+
+    def history_form_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        version_id: str,
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if request.method != "GET":
+            raise PermissionDenied
+        return super().history_form_view(request, object_id, version_id, extra_context)
+
+
+class CredentialForm(forms.ModelForm):
+    secret = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=Credential.MAX_SECRET,
+        # render_value=False: not even a form error sends the secret back to the browser.
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text="Write-only: it is never shown again. Leave empty to keep the current one.",
+    )
+
+    class Meta:
+        model = Credential
+        fields = ["name", "purpose", "username"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        secret = cleaned.get("secret")
+        if secret:
+            # Encrypted before the model's own validation, which requires a ciphertext.
+            self.instance.set_secret(secret)
+        return cleaned
+
+
+@admin.register(Credential)
+class CredentialAdmin(ReadOnlyHistoryAdmin):
+    form = CredentialForm
+    list_display = ("name", "purpose", "username", "secret_set", "version", "key_id", "updated_at")
+    list_filter = ("purpose", "key_id")
+    search_fields = ("name", "username")
+    fields = ("name", "purpose", "username", "secret", "secret_set", "version", "key_id")
+    fields += TIMESTAMPS
+    readonly_fields = ("secret_set", "version", "key_id", *TIMESTAMPS)
+
+    @method_decorator(sensitive_post_parameters("secret"))
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        # Like Django's UserAdmin for passwords: error reports never include the posted secret.
+        return super().changeform_view(request, *args, **kwargs)
+
+    @admin.display(description="Secret", ordering="secret_set_at")
+    def secret_set(self, obj: Credential) -> str:
+        return obj.secret_status
+
+
+@admin.register(Upstream)
+class UpstreamAdmin(SimpleHistoryAdmin):
+    list_display = (
+        "name",
+        "enabled",
+        "kind",
+        "default_protocol",
+        "default_region",
+        "max_size",
+        "fetch_calls_per_minute",
+        "credential",
+        "updated_at",
+    )
+    list_filter = ("enabled", "kind", "default_protocol", "default_region", "credential")
+    search_fields = ("name", "endpoint_url", "default_region", "default_carrier")
+    readonly_fields = TIMESTAMPS
+    # A URL typed without a scheme means https (Django 6's default; silences its warning).
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    fieldsets = (
+        (None, {"fields": ("name", "enabled")}),
+        ("Provider endpoint", {"fields": ("kind", "endpoint_url", "request_params", "credential")}),
+        (
+            "Proxy defaults",
+            {
+                "fields": (
+                    "default_protocol",
+                    "default_region",
+                    "default_carrier",
+                    "default_ttl_s",
+                    "safety_margin_s",
+                    "max_size",
+                )
+            },
+        ),
+        ("Fetch budget", {"fields": ("fetch_calls_per_minute", "fetch_proxies_per_minute")}),
+        ("Health check", {"fields": ("check_url", "check_timeout_ms", "check_interval_s")}),
+        ("Timestamps", {"fields": TIMESTAMPS}),
+    )
+
+
+class ApiKeyInline(admin.TabularInline):
+    model = ApiKey
+    fields = ("key", "name", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True  # revoke from the key's own page or the key list
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # keys are issued by the client form's checkbox, which shows the plaintext
+
+    @admin.display(description="Key")
+    def key(self, obj: ApiKey) -> str:
+        return str(obj)
+
+
+class ApiClientForm(forms.ModelForm):
+    allowed_protocols = forms.TypedMultipleChoiceField(
+        choices=PROTOCOL_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None checked: all.",
+    )
+    issue_key = forms.BooleanField(
+        required=False,
+        label="Issue a new API key on save",
+        help_text="Its plaintext is shown once, after saving. Old keys keep working until "
+        "revoked, so clients can switch without downtime.",
+    )
+
+    class Meta:
+        model = ApiClient
+        fields = "__all__"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance._state.adding:
+            self.fields["issue_key"].initial = True
+
+
+@admin.register(ApiClient)
+class ApiClientAdmin(SimpleHistoryAdmin):
+    form = ApiClientForm
+    inlines = [ApiKeyInline]
+    list_display = (
+        "name",
+        "enabled",
+        "requests_per_second",
+        "proxies_per_minute",
+        "max_count_per_request",
+        "gateway_reserve",
+        "active_keys",
+        "updated_at",
+    )
+    list_filter = ("enabled", "allowed_upstreams")
+    search_fields = ("name",)
+    filter_horizontal = ("allowed_upstreams",)
+    readonly_fields = TIMESTAMPS
+    fieldsets = (
+        (None, {"fields": ("name", "enabled", "issue_key")}),
+        (
+            "Limits",
+            {
+                "fields": (
+                    "requests_per_second",
+                    "proxies_per_minute",
+                    "max_count_per_request",
+                    "gateway_reserve",
+                    "idempotency_ttl_s",
+                )
+            },
+        ),
+        (
+            "May draw from",
+            {"fields": ("allowed_upstreams", "allowed_regions", "allowed_protocols")},
+        ),
+        ("Timestamps", {"fields": TIMESTAMPS}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiClient]:
+        active = Count("keys", filter=Q(keys__revoked_at__isnull=True))
+        return super().get_queryset(request).annotate(active_keys_count=active)
+
+    @admin.display(description="Active keys", ordering="active_keys_count")
+    def active_keys(self, obj: ApiClient) -> int:
+        return obj.active_keys_count  # type: ignore[attr-defined]
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        if form.cleaned_data.get("issue_key"):
+            key, plaintext = ApiKey.objects.issue(form.instance)
+            # The only time the plaintext exists outside the client's hands: only a hash is kept.
+            self.message_user(
+                request,
+                f"New API key {key} for {form.instance}: {plaintext} - shown only this once, "
+                "store it now.",
+                messages.WARNING,
+            )
+
+
+class KeyStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("active", "Active"), ("revoked", "Revoked")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> QuerySet[ApiKey]:
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(ReadOnlyHistoryAdmin):
+    list_display = ("__str__", "client", "name", "created_at", "last_used_at", "revoked_at")
+    list_filter = (KeyStatusFilter, "client")
+    search_fields = ("prefix", "name", "client__name")
+    list_select_related = ("client",)
+    fields = ("client", "prefix", "name", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("client", "prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ["revoke"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # issued from the API client page, the one place the plaintext is shown
+
+    @admin.action(description="Revoke selected API keys", permissions=["change"])
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
+        keys = list(queryset.filter(revoked_at__isnull=True))
+        for key in keys:
+            key.revoke()  # one by one, so history records each revocation
+        self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
+
+
+@admin.register(WorkerGroup)
+class WorkerGroupAdmin(SimpleHistoryAdmin):
+    list_display = ("name", "target_capacity", "upstreams", "updated_at")
+    list_filter = ("allowed_upstreams",)
+    search_fields = ("name",)
+    filter_horizontal = ("allowed_upstreams",)
+    readonly_fields = TIMESTAMPS
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkerGroup]:
+        return super().get_queryset(request).prefetch_related("allowed_upstreams")
+
+    @admin.display(description="Allowed upstreams")
+    def upstreams(self, obj: WorkerGroup) -> str:
+        names = [upstream.name for upstream in obj.allowed_upstreams.all()]
+        return ", ".join(names) if names else "all"

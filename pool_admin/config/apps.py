@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class ConfigAppConfig(AppConfig):
+    name = "pool_admin.config"
+    label = "config"
+    verbose_name = "Configuration"
+    default_auto_field = "django.db.models.BigAutoField"

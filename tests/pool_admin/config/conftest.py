@@ -1,0 +1,51 @@
+"""Fixtures for the configuration app: fresh Fernet keys and sample rows."""
+
+from types import SimpleNamespace
+
+import pytest
+from cryptography.fernet import Fernet
+
+from pool_admin.config.models import ApiClient, Credential, Upstream, WorkerGroup
+
+SECRET = "test-provider-token-7Qx9!s3cr3t"
+
+
+@pytest.fixture
+def keys(settings):
+    """Two fresh keys; only ``old`` is configured until a test changes the setting."""
+    old, new = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    settings.POOL_SECRET_KEYS = (old,)
+    return SimpleNamespace(old=old, new=new)
+
+
+@pytest.fixture
+def credential(keys):
+    row = Credential(name="acme-api", username="acct-42")
+    row.set_secret(SECRET)
+    row.save()
+    return row
+
+
+@pytest.fixture
+def upstream(credential):
+    return Upstream.objects.create(
+        name="acme-us",
+        endpoint_url="https://api.acme.example/v1/proxies",
+        request_params={"country": "us", "count": 50},
+        credential=credential,
+        default_region="us",
+    )
+
+
+@pytest.fixture
+def api_client(upstream):
+    client = ApiClient.objects.create(name="crawler-1", allowed_regions=["us"])
+    client.allowed_upstreams.add(upstream)
+    return client
+
+
+@pytest.fixture
+def worker_group(upstream):
+    group = WorkerGroup.objects.create(name="edge-eu", target_capacity=200)
+    group.allowed_upstreams.add(upstream)
+    return group

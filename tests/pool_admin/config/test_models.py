@@ -1,0 +1,193 @@
+"""Model validation: bad input gives clear errors and saves nothing; history records changes."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+
+from activity._validation import token as activity_token
+from activity.errors import InvalidRequest
+from pool_admin.config.models import (
+    ApiClient,
+    Credential,
+    Upstream,
+    WorkerGroup,
+    validate_label,
+)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
+
+GOOD = {"name": "acme-us", "endpoint_url": "https://api.acme.example/v1/proxies"}
+
+
+def errors_of(make, **fields):
+    """Field -> messages of the ValidationError that saving raises."""
+    with pytest.raises(ValidationError) as info:
+        make(**fields)
+    return info.value.message_dict
+
+
+def create_upstream(**fields):
+    return Upstream.objects.create(**{**GOOD, **fields})
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["us", "a", "eu-west.1", "user@host:8080", "a+b", "A" * 64, "9lives"],
+)
+def test_token_rule_accepts_what_the_pool_accepts(value):
+    validate_label(value)
+    assert activity_token(value, "label") == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["", "-lead", ".dot", "has space", "a/b", "tab\t", "x" * 65, "ünïcode", "trail\n", "a,b"],
+)
+def test_token_rule_refuses_what_the_pool_refuses(value):
+    with pytest.raises(ValidationError, match="valid label"):
+        validate_label(value)
+    with pytest.raises(InvalidRequest):
+        activity_token(value, "label")
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"name": "bad name"}, "name", "Enter a valid label"),
+        ({"default_region": "eu west"}, "default_region", "Enter a valid label"),
+        ({"default_carrier": "-att"}, "default_carrier", "Enter a valid label"),
+        ({"default_protocol": "ftp"}, "default_protocol", "is not a valid choice"),
+        ({"kind": "xml"}, "kind", "is not a valid choice"),
+        ({"max_size": -1}, "max_size", "greater than or equal to 1"),
+        ({"max_size": 0}, "max_size", "greater than or equal to 1"),
+        ({"safety_margin_s": -5}, "safety_margin_s", "greater than or equal to 0"),
+        ({"default_ttl_s": 90_000}, "default_ttl_s", "less than or equal to 86400"),
+        ({"fetch_calls_per_minute": 0}, "fetch_calls_per_minute", "greater than or equal to 1"),
+        ({"check_timeout_ms": 10}, "check_timeout_ms", "greater than or equal to 100"),
+        ({"default_ttl_s": 10, "safety_margin_s": 10}, "safety_margin_s", "shorter than"),
+        (
+            {"check_interval_s": 2, "check_timeout_ms": 5_000},
+            "check_timeout_ms",
+            "must not exceed",
+        ),
+        ({"endpoint_url": "ftp://files.example/x"}, "endpoint_url", "http"),
+        ({"endpoint_url": "https://u:pw@api.example/"}, "endpoint_url", "user name or password"),
+        (
+            {"endpoint_url": "https://api.example/?api_key=abc"},
+            "endpoint_url",
+            "looks like a secret",
+        ),
+        ({"request_params": ["x"]}, "request_params", "JSON object"),
+        ({"request_params": {"token": "abc"}}, "request_params", "looks like a secret"),
+        ({"request_params": {"accessToken": "abc"}}, "request_params", "looks like a secret"),
+        ({"request_params": {"X-Auth": "abc"}}, "request_params", "looks like a secret"),
+        ({"request_params": {"nested": {"a": 1}}}, "request_params", "must be a string"),
+        ({"check_url": "gopher://x.example/"}, "check_url", "http"),
+    ],
+)
+def test_upstream_validation_errors_name_the_field_and_save_nothing(fields, field, message):
+    errors = errors_of(create_upstream, **fields)
+    assert field in errors
+    assert any(message.lower() in text.lower() for text in errors[field]), errors
+    assert not Upstream.objects.exists()
+
+
+def test_upstream_defaults_are_valid_and_printable():
+    params = {"country": "us", "tags": ["a", 1], "author": "x", "sort": "asc", "keyword": "y"}
+    upstream = create_upstream(request_params=params)
+    assert str(upstream) == "acme-us"
+    assert upstream.default_protocol == "http"
+    assert upstream.safety_margin.total_seconds() == 5
+    assert upstream.default_ttl.total_seconds() == 300
+    assert upstream.created_at and upstream.updated_at
+
+
+def test_duplicate_upstream_name_is_a_validation_error():
+    create_upstream()
+    errors = errors_of(create_upstream)
+    assert "already exists" in errors["name"][0]
+    assert Upstream.objects.count() == 1
+
+
+def test_unknown_field_type_still_gives_field_errors_not_a_crash():
+    errors = errors_of(create_upstream, default_ttl_s="soon", safety_margin_s="later")
+    assert set(errors) >= {"default_ttl_s", "safety_margin_s"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"name": "two words"}, "name", "Enter a valid label"),
+        ({"requests_per_second": -1}, "requests_per_second", "greater than or equal to 1"),
+        ({"proxies_per_minute": 0}, "proxies_per_minute", "greater than or equal to 1"),
+        ({"max_count_per_request": 5_000}, "max_count_per_request", "less than or equal to 1000"),
+        ({"gateway_reserve": -1}, "gateway_reserve", "greater than or equal to 0"),
+        ({"idempotency_ttl_s": 0}, "idempotency_ttl_s", "greater than or equal to 1"),
+        ({"allowed_regions": ["us", "eu west"]}, "allowed_regions", "Not a valid region"),
+        ({"allowed_protocols": ["http", "ftp"]}, "allowed_protocols", "Unknown protocol 'ftp'"),
+    ],
+)
+def test_api_client_validation(fields, field, message):
+    errors = errors_of(ApiClient.objects.create, **{"name": "crawler", **fields})
+    assert any(message in text for text in errors[field]), errors
+    assert not ApiClient.objects.exists()
+
+
+def test_api_client_lists_drop_repeats():
+    client = ApiClient.objects.create(
+        name="crawler", allowed_regions=["us", "de", "us"], allowed_protocols=["socks5"] * 2
+    )
+    client.refresh_from_db()
+    assert client.allowed_regions == ["us", "de"]
+    assert client.allowed_protocols == ["socks5"]
+    assert client.gateway_reserve == 0
+
+
+def test_worker_group_validation():
+    errors = errors_of(WorkerGroup.objects.create, name="g/1", target_capacity=-3)
+    assert set(errors) == {"name", "target_capacity"}
+    assert not WorkerGroup.objects.exists()
+    assert str(WorkerGroup.objects.create(name="g1", target_capacity=0)) == "g1"
+
+
+def test_credential_needs_a_secret(keys):
+    errors = errors_of(Credential.objects.create, name="acme")
+    assert errors == {"secret": ["Enter the secret."]}
+    row = Credential(name="acme")
+    with pytest.raises(ValidationError):
+        row.set_secret("")
+    assert not Credential.objects.exists()
+
+
+def test_ordering_is_by_name():
+    for name in ("zeta", "alpha", "mid"):
+        create_upstream(name=name)
+        WorkerGroup.objects.create(name=name)
+    assert [u.name for u in Upstream.objects.all()] == ["alpha", "mid", "zeta"]
+    assert [g.name for g in WorkerGroup.objects.all()] == ["alpha", "mid", "zeta"]
+
+
+def test_history_records_each_change_and_m2m(api_client, upstream):
+    user = get_user_model().objects.create_user("ops")
+    api_client._history_user = user
+    api_client.requests_per_second = 7
+    api_client.save()
+    latest = api_client.history.first()
+    assert latest.requests_per_second == 7 and latest.history_user == user
+    previous = latest.prev_record
+    delta = latest.diff_against(previous)
+    assert "requests_per_second" in delta.changed_fields
+
+    before = api_client.history.count()
+    api_client.allowed_upstreams.clear()
+    assert api_client.history.count() == before + 1
+    assert list(api_client.history.first().allowed_upstreams.all()) == []
+    assert [u.upstream for u in previous.allowed_upstreams.all()] == [upstream]
+
+
+def test_credential_history_never_holds_ciphertext(credential):
+    history_model = Credential.history.model
+    assert "ciphertext" not in {f.name for f in history_model._meta.fields}
+    credential.set_secret("another-secret-value")
+    credential.save()
+    assert [h.version for h in credential.history.all()] == [2, 1]
