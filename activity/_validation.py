@@ -43,6 +43,10 @@ _MAX_LABELS = 32
 _MAX_CONCURRENCY = 100_000
 _MAX_REASON = 200
 _YEAR_MS = 366 * 24 * 3600 * 1000
+#: Largest epoch, version or sequence: Redis's Lua JSON keeps 14 significant digits exactly.
+MAX_COUNTER = 10**14 - 1
+#: Latest instant accepted anywhere (year 5138 in ms, still exact in 14 digits).
+_MAX_MS = 10**14 - 1
 
 
 def check_options(options: PoolOptions) -> None:
@@ -76,7 +80,10 @@ def aware_ms(value: object, what: str, error: type[InvalidRequest] = InvalidRequ
         raise error(f"{what} must be a datetime")
     if value.tzinfo is None or value.utcoffset() is None:
         raise error(f"{what} must be timezone-aware")
-    return to_ms(value)
+    ms = to_ms(value)
+    if not 0 <= ms <= _MAX_MS:  # before 1970 or unrepresentable: never a real proxy time
+        raise error(f"{what} is out of range")
+    return ms
 
 
 def duration_ms(
@@ -143,6 +150,9 @@ class PreparedProxy:
     """One upsert candidate after Python-side validation, digesting and credential lookup."""
 
     proxy_id: str
+    #: Index in the caller's batch: chunks are cut by position in the input, so a retry in
+    #: which other candidates were dropped still sends each survivor in the same chunk.
+    position: int
     key_digest: str
     host: str
     port: int
@@ -167,6 +177,19 @@ class PreparedBatch:
     dropped: int
     #: Digest of the whole batch, to detect an operation ID reused for other content.
     content_digest: str
+    #: Number of proxies the caller sent (before any was dropped).
+    size: int
+
+    def chunks(self, cap: int) -> list[tuple[PreparedProxy, ...]]:
+        """The candidates in chunks of `cap` input positions (one script call each in Redis).
+
+        An empty batch is one empty chunk: its bounded cleaning still runs.
+        """
+        count = max(1, -(-self.size // cap))
+        out: list[list[PreparedProxy]] = [[] for _ in range(count)]
+        for candidate in self.candidates:
+            out[candidate.position // cap].append(candidate)
+        return [tuple(chunk) for chunk in out]
 
 
 def prepare_batch(
@@ -247,6 +270,7 @@ def prepare_batch(
         accepted.append(
             PreparedProxy(
                 proxy_id=pid,
+                position=index,
                 key_digest=key_digest,
                 host=host,
                 port=port,
@@ -269,6 +293,7 @@ def prepare_batch(
         candidates=tuple(accepted),
         dropped=dropped,
         content_digest=digest("batch", content),
+        size=len(batch.proxies),
     )
 
 
@@ -435,9 +460,9 @@ def prepare_report(report: object, options: PoolOptions) -> PreparedReport:
         raise InvalidBatch("write_report takes a RuntimeReport")
     text(report.worker_id, "worker_id", options, InvalidBatch)
     text(report.session_id, "session_id", options, InvalidBatch)
-    count(report.sequence, "sequence", low=1, high=2**62, error=InvalidBatch)
-    count(report.snapshot_version, "snapshot_version", low=0, high=2**62, error=InvalidBatch)
-    count(report.epoch, "epoch", low=0, high=2**62, error=InvalidBatch)
+    count(report.sequence, "sequence", low=1, high=MAX_COUNTER, error=InvalidBatch)
+    count(report.snapshot_version, "snapshot_version", low=0, high=MAX_COUNTER, error=InvalidBatch)
+    count(report.epoch, "epoch", low=0, high=MAX_COUNTER, error=InvalidBatch)
     if not isinstance(report.entries, tuple):
         raise InvalidBatch("entries must be a tuple")
     if len(report.entries) > options.max_report_entries:
@@ -451,7 +476,7 @@ def prepare_report(report: object, options: PoolOptions) -> PreparedReport:
         if pid in seen:
             raise InvalidBatch(f"{where}: proxy ID appears twice in the report")
         seen.add(pid)
-        count(entry.epoch, f"{where}.epoch", low=0, high=2**62, error=InvalidBatch)
+        count(entry.epoch, f"{where}.epoch", low=0, high=MAX_COUNTER, error=InvalidBatch)
         count(entry.active, f"{where}.active", low=0, high=_MAX_CONCURRENCY, error=InvalidBatch)
         count(entry.reserved, f"{where}.reserved", low=0, high=_MAX_CONCURRENCY, error=InvalidBatch)
         if not isinstance(entry.draining, bool):
@@ -476,13 +501,13 @@ def proxy_ids(values: object, options: PoolOptions, what: str) -> frozenset[str]
 
 
 def epoch(value: object, what: str = "epoch") -> int:
-    return count(value, what, low=0, high=2**62)
+    return count(value, what, low=0, high=MAX_COUNTER)
 
 
 def snapshot_ref(ref: object, options: PoolOptions) -> SnapshotRef:
     if not isinstance(ref, SnapshotRef):
         raise InvalidRequest("ref must be a SnapshotRef")
-    count(ref.version, "ref.version", low=1, high=2**62)
+    count(ref.version, "ref.version", low=1, high=MAX_COUNTER)
     epoch(ref.epoch, "ref.epoch")
     text(ref.checksum, "ref.checksum", options)
     return ref

@@ -346,13 +346,10 @@ class MemoryPool:
                 if isinstance(stored, UpsertResult):
                     return dataclasses.replace(stored, replayed=True)
             counts = Counter[str]()
-            cap = self.options.script_batch_cap
-            # Chunks of script_batch_cap, each starting with its own bounded clean, exactly as
-            # RedisPool runs one script per chunk: the counts agree between the two.
-            for start in range(0, len(prepared.candidates), cap):
-                self._upsert_chunk(prepared, prepared.candidates[start : start + cap], now, counts)
-            if not prepared.candidates:
-                self._upsert_chunk(prepared, (), now, counts)
+            # Chunks of script_batch_cap input positions, each starting with its own bounded
+            # clean, exactly as RedisPool runs one call per chunk: the counts agree.
+            for chunk in prepared.chunks(self.options.script_batch_cap):
+                self._upsert_chunk(prepared, chunk, now, counts)
             result = UpsertResult(
                 inserted=counts["inserted"],
                 refreshed=counts["refreshed"],
@@ -799,7 +796,7 @@ class MemoryPool:
             return bound
 
     def acknowledge_snapshot(self, worker_id: str, session_id: str, version: int) -> WorkerSession:
-        v.count(version, "version", low=1, high=2**62)
+        v.count(version, "version", low=1, high=v.MAX_COUNTER)
         with self._lock:
             session = self._session_for_write(worker_id, session_id)
             if session.issued is None or session.issued.version != version:

@@ -27,6 +27,14 @@ local function k(name) return NS .. name end
 local touched = {}
 local function touch(key) touched[key] = true end
 
+-- Lifetimes only ever grow (see finish): extend, never shorten. A key without a TTL gets one.
+local GRACE_MS = 60000
+local call_ttl = nil  -- the TTL this call extended keys to, for flush_counts
+local function extend(key, ms)
+  local current = redis.call('PTTL', key)
+  if current == -1 or (current >= 0 and current < ms) then redis.call('PEXPIRE', key, ms) end
+end
+
 local function ok(value) return cjson.encode({ok = value}) end
 local function fail(code, reason, extra)
   local reply = extra or {}
@@ -52,6 +60,7 @@ local function get_rec(pid)
   local raw = redis.call('HGET', HOT, pid)
   if not raw then return nil end
   local s, e, uu, ck, m, u, pr, r, c, key, x = string.match(raw, HOT_PATTERN)
+  assert(s, 'unreadable hot record ' .. pid)  -- never act on a record it cannot read
   return {s = s, e = tonumber(e), uu = tonumber(uu), ck = tonumber(ck), m = tonumber(m), u = u,
           pr = pr, r = blank(r), c = blank(c), k = key, x = blank(x)}
 end
@@ -117,8 +126,8 @@ local function flush_counts()
         redis.call('HDEL', hash, field)
       end
     end
-    local ttl = redis.call('PTTL', HOT)  -- the records' hash lives to the horizon
-    if ttl > 0 then redis.call('PEXPIRE', hash, ttl) end
+    local ttl = call_ttl or redis.call('PTTL', HOT)  -- `hot` lives to the horizon
+    if ttl > 0 then extend(hash, ttl) end
   end
   pending = {}
 end
@@ -200,7 +209,15 @@ end
 local function clean_expired(now, limit, zkey)
   local due = redis.call('ZRANGEBYSCORE', zkey or EXP, '-inf', now, 'LIMIT', 0, limit + 1)
   local n = math.min(#due, limit)
-  for i = 1, n do delete_rec(due[i], get_rec(due[i])) end
+  for i = 1, n do
+    local rec = get_rec(due[i])
+    if rec then
+      delete_rec(due[i], rec)
+    else  -- an index entry without its record (never expected): drop it, do not stop
+      redis.call('ZREM', EXP, due[i])
+      if zkey then redis.call('ZREM', zkey, due[i]) end
+    end
+  end
   return n, #due > limit
 end
 
@@ -211,32 +228,34 @@ local function set_expiry(pid, rec)
   touch(EXP); touch(key)
 end
 
--- Key lifetimes: every key lives at least until the latest hard expiry in the pool (caller
--- clock, as a relative TTL so a caller clock far from the server's is harmless), so an idle
--- namespace frees itself. The fixed keys are extended together whenever the horizon moves;
--- dynamic keys (indexes, per-worker sets) when a script touches them.
-local GRACE_MS = 60000
+-- Key lifetimes. `meta.horizon` is the latest hard expiry the pool has held (caller clock, ms)
+-- and only grows. Every key lives at least until the horizon plus a grace, set as a relative
+-- TTL (a caller clock far from the server's is harmless), and lifetimes only ever grow: a
+-- provider shortening one proxy's TTL must never shorten a key that other live data is in.
+-- The fixed keys are extended together whenever the horizon moves; a dynamic key (an index,
+-- a per-worker set) whenever an operation touches it; counters when they are written.
 local function finish(now)
   local latest = redis.call('ZRANGE', EXP, -1, -1, 'WITHSCORES')[2]
-  if not latest then return end
-  local horizon = tonumber(latest)
   local known = tonumber(redis.call('HGET', META, 'horizon') or '0')
-  local ttl = horizon - now + GRACE_MS
-  if ttl <= 0 then return end
-  redis.call('HSET', META, 'layout', LAYOUT)
-  if horizon > known then
-    redis.call('HSET', META, 'horizon', horizon)
-    for _, key in ipairs(FIXED) do redis.call('PEXPIRE', key, ttl) end
+  if latest and tonumber(latest) > known then
+    known = tonumber(latest)
+    redis.call('HSET', META, 'horizon', string.format('%d', known), 'layout', LAYOUT)
+    if known - now + GRACE_MS > 0 then
+      for _, key in ipairs(FIXED) do extend(key, known - now + GRACE_MS) end
+    end
   end
-  for key in pairs(touched) do redis.call('PEXPIRE', key, ttl) end
+  local ttl = known - now + GRACE_MS
+  if ttl <= 0 then return end
+  call_ttl = ttl
+  for key in pairs(touched) do extend(key, ttl) end
 end
 
--- For scripts that are given no caller clock: the records hash already lives to the horizon.
+-- For operations that are given no caller clock: `hot` already lives to the horizon.
 local function finish_like_records()
   local ttl = redis.call('PTTL', HOT)
-  if ttl > 0 then
-    for key in pairs(touched) do redis.call('PEXPIRE', key, ttl) end
-  end
+  if ttl <= 0 then return end
+  call_ttl = ttl
+  for key in pairs(touched) do extend(key, ttl) end
 end
 
 -- Stored results (idempotency, operation IDs). The key's own TTL frees memory; the stored
@@ -293,11 +312,6 @@ local function session_for_write(w, sid, snow)
   return s, nil
 end
 
--- Session-side keys outlive their longest TTL (server clock): extend, never shorten.
-local function extend(key, ms)
-  local current = redis.call('PTTL', key)
-  if current == -1 or current < ms then redis.call('PEXPIRE', key, ms) end
-end
 
 -- Returns rec, owner or nil plus an error reply (memory.py `_owner_checked`).
 local function owner_checked(pid, w, epoch)
@@ -321,15 +335,19 @@ local function release(pid)
 end
 
 -- The drain barrier, read from stored state only (memory.py `_drain_status`).
-local function drain_status(pid, w, stated_idle, snow)
+-- `known` may carry the live session and fresh runtime a caller already holds (write_report
+-- checks every pending ticket of a worker: decoding them once keeps that linear).
+local function drain_status(pid, w, stated_idle, snow, known)
   local ticket = get_json(TICKETS, pid)
-  local session = live_session(w, snow)
+  local session
+  if known then session = known.session else session = live_session(w, snow) end
   local bound = ticket.sv
   if not bound or not session or session.g ~= ticket.g or not session.ack
      or session.ack.v < bound or session.ack.e < ticket.re then
     return 'waiting_snapshot'
   end
-  local rt = fresh_runtime(w, snow)
+  local rt
+  if known then rt = known.rt else rt = fresh_runtime(w, snow) end
   if rt then
     local entry = rt.en[pid]
     if entry and (entry[3] > 0 or entry[4] > 0) then return 'waiting_counts' end
@@ -342,7 +360,7 @@ end
 -- The start of every operation: name the namespace's keys (cached while the namespace stays
 -- the same), forget the previous call's touched keys, refuse a foreign data layout.
 local function bind(meta)
-  touched, pending, stored_counts = {}, {}, {}
+  touched, pending, stored_counts, call_ttl = {}, {}, {}, nil
   if meta ~= META then
     META, NS = meta, string.sub(meta, 1, #meta - 4)
     R, HOT, HEALTH = k('records'), k('hot'), k('health')

@@ -17,5 +17,8 @@ else
 end
 redis.call('HSET', SESS, w, cjson.encode(s))
 redis.call('ZADD', SESS_EXP, s.x, w)
-for _, key in ipairs({SESS, SESS_EXP, GEN, RT, RT_EXP}) do extend(key, ttl + GRACE_MS) end
+-- The epoch and generation counters must outlive every session that holds values of them
+-- (created here if need be, so there is a key to extend).
+redis.call('SET', EPOCH, 0, 'NX')
+for _, key in ipairs({SESS, SESS_EXP, GEN, EPOCH, RT, RT_EXP}) do extend(key, ttl + GRACE_MS) end
 return ok(s)

@@ -12,4 +12,5 @@ if owner.d then return fail('ownership_conflict', 'draining') end
 if owner.l <= now then return fail('ownership_conflict', 'lease_expired') end
 if rec.uu <= now then return fail('ownership_conflict', 'past_usable') end
 set_lease(pid, owner, math.min(now + ttl, rec.uu))
+finish(now)
 return ok(owner_view(pid, owner))

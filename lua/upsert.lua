@@ -100,6 +100,9 @@ for _, a in ipairs(cands) do
     put_rec(c.id, rec)
     set_expiry(c.id, rec)
     if owner and owner.l > rec.uu then set_lease(c.id, owner, rec.uu) end
+    if owner then  -- the worker's sets must live as long as the refreshed record
+      touch(owner.d and worker_draining_key(owner.w) or worker_owned_key(owner.w))
+    end
     track_end(c.id, t, u, rec, owner)
     counts.refreshed = counts.refreshed + 1
   end

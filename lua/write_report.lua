@@ -45,8 +45,9 @@ extend(RT, ttl + GRACE_MS); extend(RT_EXP, ttl + GRACE_MS)
 s.seq, s.dig = report.seq, body
 redis.call('HSET', SESS, w, cjson.encode(s))
 local released = {}
+local known = {session = s, rt = rt}
 for _, pid in ipairs(redis.call('ZRANGE', worker_draining_key(w), 0, budget - 1)) do
-  if drain_status(pid, w, false, snow) == 'released' then released[#released + 1] = pid end
+  if drain_status(pid, w, false, snow, known) == 'released' then released[#released + 1] = pid end
 end
 for _, pid in ipairs(released) do release(pid) end
 finish_like_records()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -106,6 +106,9 @@ BAD_UPDATES = {
         HealthUpdate("p1", ProxyState.UNHEALTHY, h.now, failure_reason="x" * 201)
     ],
     "not a list": lambda h: HealthUpdate("p1", ProxyState.AVAILABLE, h.now),
+    "checked before 1970": lambda h: [
+        HealthUpdate("p1", ProxyState.AVAILABLE, datetime(1969, 12, 31, tzinfo=UTC))
+    ],
     "checked in the future": lambda h: [
         HealthUpdate("p1", ProxyState.AVAILABLE, h.now + timedelta(minutes=2))
     ],

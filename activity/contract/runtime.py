@@ -9,6 +9,7 @@ import pytest
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.errors import (
     InvalidBatch,
+    InvalidRequest,
     ReportRejected,
     SessionExpired,
     SessionFenced,
@@ -275,6 +276,9 @@ class TestWorkerRuntime:
         with pytest.raises(SnapshotRejected) as err:
             h.pool.acknowledge_snapshot("w1", "s1", w.ref.version + 1)
         assert err.value.reason == "not_issued"
+        # Versions, epochs and sequences stay where every store keeps them exactly.
+        with pytest.raises(InvalidRequest):
+            h.pool.issue_snapshot("w1", "s1", SnapshotRef(10**15, epoch, "big"), [])
 
     def test_epoch_isolation(self, make_pool: PoolFactory):
         """Worker 运行态 rule 4: counts from an older assignment say nothing about a new one."""

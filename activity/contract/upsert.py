@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -255,6 +255,9 @@ BAD_BATCHES = {
     "port too high": lambda h: h.batch([replace(h.proxy("p1"), port=65536)]),
     "port not an int": lambda h: h.batch([replace(h.proxy("p1"), port="80")]),
     "naive expires_at": lambda h: h.batch([replace(h.proxy("p1"), expires_at=_now_naive())]),
+    "expires before 1970": lambda h: h.batch(
+        [replace(h.proxy("p1"), expires_at=datetime(1969, 1, 1, tzinfo=UTC))]
+    ),
     "naive fetched_at": lambda h: replace(h.batch([h.proxy("p1")]), fetched_at=_now_naive()),
     "negative max_size": lambda h: replace(h.batch([h.proxy("p1")]), max_size=-1),
     "negative margin": lambda h: replace(h.batch([h.proxy("p1")]), safety_margin=-SEC),

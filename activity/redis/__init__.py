@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from activity import _validation as v
 from activity._time import from_ms, span_ms
@@ -85,11 +87,7 @@ class RedisPool:
         # Without a caller's operation ID, one of our own still makes each chunk's low-level
         # retry (after a dropped connection) return the stored result.
         operation = batch.operation_id or f"internal-{uuid.uuid4().hex}"
-        cap = self.options.script_batch_cap
-        chunks = [
-            prepared.candidates[start : start + cap]
-            for start in range(0, len(prepared.candidates), cap)
-        ] or [()]
+        chunks = prepared.chunks(self.options.script_batch_cap)
         whole = f"op:{v.digest('op-upsert-call', prepared.upstream_id, operation)}"
         nonce = uuid.uuid4().hex
         totals: dict[str, int] = {"dropped": prepared.dropped}
@@ -266,7 +264,7 @@ class RedisPool:
         return int(reply)
 
     def acknowledge_snapshot(self, worker_id: str, session_id: str, version: int) -> WorkerSession:
-        v.count(version, "version", low=1, high=2**62)
+        v.count(version, "version", low=1, high=v.MAX_COUNTER)
         v.text(worker_id, "worker_id", self.options)
         v.text(session_id, "session_id", self.options)
         reply = self._scripts.call("acknowledge_snapshot", worker_id, session_id, version)
@@ -345,14 +343,21 @@ class RedisPool:
 
 
 def _bounded(client: redis.Redis, timeout: timedelta) -> redis.Redis:
-    """The client itself when its connections time out; else one on the same server that does."""
+    """A client on the same server whose calls time out and are never retried by redis-py.
+
+    Only `Scripts.call` may retry, and only calls that carry an operation key: redis-py's own
+    retries (on by default for some clients) would run an assign or a keyless extract twice
+    after a lost reply. Connections without a socket timeout get `timeout`.
+    """
     kwargs = dict(client.connection_pool.connection_kwargs)
-    if kwargs.get("socket_timeout") is not None:
-        return client
     seconds = timeout.total_seconds()
-    kwargs["socket_timeout"] = seconds
-    kwargs.setdefault("socket_connect_timeout", seconds)
-    kwargs["socket_connect_timeout"] = kwargs["socket_connect_timeout"] or seconds
+    if kwargs.get("socket_timeout") is None:
+        kwargs["socket_timeout"] = seconds
+    if kwargs.get("socket_connect_timeout") is None:
+        kwargs["socket_connect_timeout"] = seconds
+    kwargs["retry"] = Retry(NoBackoff(), 0)
+    kwargs["retry_on_error"] = []
+    kwargs.pop("retry_on_timeout", None)
     pool = redis.ConnectionPool(
         connection_class=client.connection_pool.connection_class,
         max_connections=client.connection_pool.max_connections,

@@ -61,25 +61,33 @@ def script_source(name: str) -> str:
     return (LUA_DIR / "lib.lua").read_text() + "\n" + (LUA_DIR / f"{name}.lua").read_text()
 
 
+_WRAPPER = (
+    "redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
+    "  local layout_error = bind(KEYS[1])\n"
+    "  if layout_error then return layout_error end\n"
+    "  local reply = (function()\n{body}\n  end)()\n"
+    "  flush_counts()\n"
+    "  return reply\n"
+    "end)\n"
+)
+
+
 @cache
 def library() -> tuple[str, str]:
-    """(library code, suffix of its function names), built once per process."""
-    parts = [(LUA_DIR / "lib.lua").read_text()]
+    """(library code, suffix of its function names), built once per process.
+
+    The suffix is a digest of the whole library as it will run (library, bodies and wrapper),
+    so any change to any of them is a new library, never old code under a known name.
+    """
+    lib = (LUA_DIR / "lib.lua").read_text()
     bodies = {name: (LUA_DIR / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
-    suffix = hashlib.sha1(  # noqa: S324 - a version tag, not a security digest
-        "".join([parts[0], *bodies.values()]).encode()
-    ).hexdigest()[:12]
-    for name, body in bodies.items():
-        parts.append(
-            f"redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
-            "  local layout_error = bind(KEYS[1])\n"
-            "  if layout_error then return layout_error end\n"
-            f"  local reply = (function()\n{body}\n  end)()\n"
-            "  flush_counts()\n"
-            "  return reply\n"
-            "end)\n"
-        )
-    return f"#!lua name=pp_activity_{suffix}\n" + "\n".join(parts), suffix
+
+    def build(suffix: str) -> str:
+        wrapped = [_WRAPPER.format(name=n, suffix=suffix, body=b) for n, b in bodies.items()]
+        return f"#!lua name=pp_activity_{suffix}\n" + "\n".join([lib, *wrapped])
+
+    suffix = hashlib.sha1(build("").encode()).hexdigest()[:12]  # noqa: S324 - a version tag
+    return build(suffix), suffix
 
 
 class Scripts:
@@ -138,6 +146,10 @@ class Scripts:
             raise StoreUnavailable(
                 "Redis did not answer while loading the pool's functions"
             ) from exc
+        except redis.ResponseError as exc:
+            raise _response_error("FUNCTION LOAD", exc) from exc
+        except redis.RedisError as exc:
+            raise StoreUnavailable("Redis refused to load the pool's functions") from exc
 
 
 def _arg(value: object) -> str | int | float | bytes:
@@ -150,7 +162,8 @@ def _arg(value: object) -> str | int | float | bytes:
 
 def _response_error(name: str, exc: redis.ResponseError) -> ActivityError:
     text = str(exc)
-    if "BUSY" in text or "LOADING" in text or "READONLY" in text or "OOM" in text:
+    unavailable = (redis.ReadOnlyError, redis.exceptions.OutOfMemoryError, redis.BusyLoadingError)
+    if isinstance(exc, unavailable) or any(w in text for w in ("BUSY", "LOADING", "READONLY")):
         return StoreUnavailable(f"Redis cannot run {name} now")
     if "unknown command" in text.lower():
         return LayoutMismatch("RedisPool needs Redis 7.0 or newer (FUNCTION LOAD / FCALL)")

@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
+import redis.backoff
+import redis.retry
 
 from activity import (
     ExtractMode,
@@ -224,6 +226,72 @@ def test_every_key_lives_until_the_latest_hard_expiry(redis_url):
         if b":idem:" not in key and b":op:" not in key:  # replays: their own TTLs
             assert ttl_ms >= (10 * MIN - timedelta(seconds=5)).total_seconds() * 1000, key
         assert ttl_ms <= (10 * MIN + 2 * MIN).total_seconds() * 1000, key
+
+
+def test_key_lifetimes_only_grow(redis_url):
+    """短 TTL 清理: a provider shortening one proxy's TTL never shortens a key other live data
+    needs; counters, worker sets and the epoch/generation counters keep up."""
+    pool, clock = _pool(redis_url)
+    now = clock.now()
+    client = redis.Redis.from_url(redis_url)
+    ns = f"{pool.options.prefix}:{{activity}}:"
+    pool.open_session("w1", "s1", timedelta(minutes=30))
+    _stock(pool, now, 1, prefix="a", ttl=4 * MIN)
+    pool.assign(now, "a0", "w1", 2 * MIN)
+    shorten = _proxies(now, 1, prefix="a", ttl=1 * MIN)
+    pool.upsert_fetched(FetchedBatch("u1", shorten, 100, timedelta(seconds=5), now))
+    longer = _proxies(now, 1, prefix="a", ttl=3 * MIN)
+    pool.upsert_fetched(FetchedBatch("u1", longer, 100, timedelta(seconds=5), now))
+    _stock(pool, now, 1, prefix="b", ttl=10 * timedelta(seconds=1))
+    floor_ms = (3 * MIN).total_seconds() * 1000
+    for name in ("inventory", "managed", "hot", "records", "owners", "owner-expiry", "epoch"):
+        assert client.pttl(ns + name) >= floor_ms, name
+    worker_owned = [k for k in client.scan_iter(match=ns + "worker-owned:*")]
+    assert worker_owned and all(client.pttl(k) >= floor_ms for k in worker_owned)
+    # Counters that sessions hold values of outlive the sessions, whatever the proxies do.
+    session_floor = (25 * MIN).total_seconds() * 1000
+    assert client.pttl(ns + "session-generation") >= session_floor
+    assert client.pttl(ns + "epoch") >= session_floor
+
+
+def test_redis_py_never_retries_behind_our_back(redis_url):
+    """故障语义: a lost reply to an assign is StoreUnavailable (outcome unknown), and the
+    assign ran once, even with a client configured to retry on its own."""
+    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
+    relay = CuttingRelay(port)
+    try:
+        clock = ManualClock(datetime.now(UTC))
+        eager = redis.Redis(
+            host="127.0.0.1",
+            port=relay.port,
+            socket_timeout=5,
+            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 10),
+            retry_on_error=[redis.ConnectionError],
+        )
+        pool = RedisPool(eager, PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}"), clock=clock)
+        _stock(pool, clock.now(), 2)
+        relay.cut_next_reply()
+        with pytest.raises(StoreUnavailable):
+            pool.assign(clock.now(), "p0", "w1", MIN)
+        assert pool.get("p0").epoch == 1  # it ran, once: no second epoch, no "already_owned"
+        assert pool.assign(clock.now(), "p1", "w1", MIN).epoch == 2
+    finally:
+        relay.close()
+
+
+def test_a_replica_that_cannot_load_the_library_is_store_unavailable(private_redis):
+    """故障语义: failover to a read-only replica without the library: typed, not a raw error."""
+    server = private_redis()
+    pool, clock = _pool(server.url)
+    _stock(pool, clock.now(), 1)
+    client = redis.Redis.from_url(server.url)
+    client.function_flush()
+    client.replicaof("127.0.0.1", 1)  # nobody there: it stays a read-only replica
+    try:
+        with pytest.raises(StoreUnavailable):
+            pool.inventory("u1")
+    finally:
+        client.replicaof("no", "one")
 
 
 def test_no_secret_in_keys_logs_or_errors(redis_url, caplog):
