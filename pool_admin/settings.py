@@ -6,6 +6,7 @@ variable's name. One Redis URL per role: the activity pool, metrics, the Celery 
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -54,6 +55,10 @@ _REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)
 METRICS_REDIS_URL = env_url("METRICS_REDIS_URL", REDIS_URL, _REDIS_SCHEMES)
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, _REDIS_SCHEMES)
+# Key prefix of the activity pool's namespace in Redis (PoolOptions.prefix).
+POOL_PREFIX = env_str("POOL_PREFIX", "pp")
+if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}", POOL_PREFIX):
+    raise EnvError("POOL_PREFIX must be 1-32 characters of A-Z a-z 0-9 . _ -, starting alnum")
 
 DATABASE_URL = env_url(
     "DATABASE_URL", DEFAULT_DATABASE_URL, frozenset({"postgres", "postgresql", "pgsql"})
@@ -162,6 +167,14 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # The client APIs authenticate with API keys only (pool_admin/api/auth.py); sessions are
+    # for the admin. Every error leaves as problem+json (pool_admin/api/problems.py).
+    "DEFAULT_AUTHENTICATION_CLASSES": ["pool_admin.api.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["pool_admin.api.auth.IsApiClient"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "EXCEPTION_HANDLER": "pool_admin.api.problems.exception_handler",
+    "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Proxy Pool API",
@@ -172,6 +185,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
 }
 
 # Celery: broker only; nobody reads task results, so there is no result backend.

@@ -1,0 +1,148 @@
+"""``Authorization: Bearer <api key>`` authentication with a short-lived in-process cache.
+
+A verified key's client (with its limits and allowed upstream names) is cached for
+``CACHE_TTL`` in a bounded cache keyed by the SHA-256 of the key, never the key itself. So an
+extract keeps working for a recently seen key while PostgreSQL is down, and a revoked key, a
+disabled client or a changed limit takes effect within ``CACHE_TTL``. Failed verifications are
+not cached (a key issued a second ago works at once).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+
+from cachetools import TTLCache
+from django.db import DatabaseError
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import BasePermission
+from rest_framework.request import Request
+
+from pool_admin.config.models import ApiKey
+
+logger = logging.getLogger(__name__)
+
+CACHE_TTL = timedelta(seconds=30)
+CACHE_SIZE = 10_000
+
+
+@dataclass(frozen=True)
+class Principal:
+    """What a request may do: a snapshot of the client and its limits (no database access)."""
+
+    client_id: str
+    key_prefix: str
+    max_count_per_request: int
+    #: Empty: no restriction.
+    allowed_upstreams: frozenset[str]
+    allowed_regions: frozenset[str]
+    allowed_protocols: frozenset[str]
+    gateway_reserve: int
+    idempotency_ttl: timedelta
+
+    @property
+    def is_authenticated(self) -> bool:  # DRF's IsAuthenticated asks this of request.user
+        return True
+
+
+_cache: TTLCache[str, Principal] = TTLCache(maxsize=CACHE_SIZE, ttl=CACHE_TTL.total_seconds())
+_cache_lock = threading.Lock()
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+def _fingerprint(plaintext: str) -> str:
+    return hashlib.sha256(plaintext.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _principal(key: ApiKey) -> Principal:
+    client = key.client
+    return Principal(
+        client_id=client.name,
+        key_prefix=key.prefix,
+        max_count_per_request=client.max_count_per_request,
+        allowed_upstreams=frozenset(client.allowed_upstreams.values_list("name", flat=True)),
+        allowed_regions=frozenset(client.allowed_regions),
+        allowed_protocols=frozenset(client.allowed_protocols),
+        gateway_reserve=client.gateway_reserve,
+        idempotency_ttl=timedelta(seconds=client.idempotency_ttl_s),
+    )
+
+
+def authenticate_key(plaintext: str) -> Principal | None:
+    """The principal of a usable key, from the cache or PostgreSQL; None for a bad key."""
+    fingerprint = _fingerprint(plaintext)
+    with _cache_lock:
+        cached = _cache.get(fingerprint)
+    if cached is not None:
+        return cached
+    try:
+        key = ApiKey.objects.verify(plaintext)
+        if key is None:
+            return None
+        principal = _principal(key)
+    except DatabaseError:
+        logger.warning("API key check failed: configuration database unavailable")
+        raise ConfigUnavailable() from None
+    try:
+        key.touch()  # last-used time: best effort, at most one UPDATE a minute per key
+    except DatabaseError:
+        logger.warning("could not record use of API key %s", key)
+    with _cache_lock:
+        _cache[fingerprint] = principal
+    return principal
+
+
+class ConfigUnavailable(exceptions.APIException):
+    """A key not in the cache could not be checked: PostgreSQL is unreachable."""
+
+    status_code = 503
+    default_detail = "The configuration store is unavailable; retry shortly."
+    default_code = "store_unavailable"
+
+
+class ApiKeyAuthentication(BaseAuthentication):
+    keyword = b"bearer"
+
+    def authenticate(self, request: Request) -> tuple[Principal, None] | None:
+        header = get_authorization_header(request).split()
+        if not header:
+            return None
+        if header[0].lower() != self.keyword or len(header) != 2:
+            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api key>'.")
+        try:
+            plaintext = header[1].decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("Invalid API key.") from None
+        principal = authenticate_key(plaintext)
+        if principal is None:
+            raise exceptions.AuthenticationFailed("Invalid, revoked or disabled API key.")
+        return principal, None
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="api"'
+
+
+class IsApiClient(BasePermission):
+    def has_permission(self, request: Request, view: object) -> bool:
+        return isinstance(request.user, Principal)
+
+
+class ApiKeyScheme(OpenApiAuthenticationExtension):
+    target_class = "pool_admin.api.auth.ApiKeyAuthentication"
+    name = "ApiKeyAuth"
+
+    def get_security_definition(self, auto_schema: object) -> dict[str, str]:
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key issued in the admin (pp_<prefix>_<secret>).",
+        }

@@ -1,0 +1,106 @@
+"""Request and response bodies of the client API (the ARCHITECTURE "Public surface" shapes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from activity import ExtractedProxy, ExtractMode
+from activity.types import PROTOCOLS
+
+#: The pool's largest extract count (PoolOptions.max_extract_count); a client's own limit is
+#: checked by the view (403).
+MAX_COUNT = 1_000
+#: Longest min_remaining_s: the pool believes no TTL longer than a day.
+MAX_REMAINING_S = 86_400
+LABEL_REGEX = r"\A[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}\Z"
+
+
+class StrictSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    """Refuses fields it does not declare (a typo must not silently widen a request)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: ["Unknown field."] for name in unknown}, code="unknown_field"
+                )
+        return super().to_internal_value(data)
+
+
+def _label(help_text: str) -> serializers.RegexField:
+    return serializers.RegexField(
+        LABEL_REGEX, required=False, allow_null=True, max_length=64, help_text=help_text
+    )
+
+
+class ExtractFiltersSerializer(StrictSerializer):
+    protocol = serializers.ChoiceField(choices=sorted(PROTOCOLS), required=False, allow_null=True)
+    region = _label("Region label, e.g. 'us'.")
+    carrier = _label("Carrier label.")
+    upstream = _label("Upstream name.")
+
+
+class ExtractRequestSerializer(StrictSerializer):
+    count = serializers.IntegerField(min_value=1, max_value=MAX_COUNT)
+    mode = serializers.ChoiceField(choices=[m.value for m in ExtractMode])
+    filters = ExtractFiltersSerializer(required=False)
+    min_remaining_s = serializers.IntegerField(
+        min_value=0,
+        max_value=MAX_REMAINING_S,
+        required=False,
+        help_text="Only proxies usable for at least this many seconds.",
+    )
+
+
+class ProxySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    id = serializers.CharField()
+    host = serializers.CharField()
+    port = serializers.IntegerField()
+    protocol = serializers.CharField()
+    username = serializers.CharField(allow_null=True)
+    password = serializers.CharField(allow_null=True)
+    expires_at = serializers.DateTimeField()
+    upstream = serializers.CharField()
+    region = serializers.CharField(allow_null=True)
+    carrier = serializers.CharField(allow_null=True)
+
+
+class ExtractResponseSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    proxies = ProxySerializer(many=True)
+    requested = serializers.IntegerField()
+    returned = serializers.IntegerField()
+    replayed = serializers.BooleanField()
+
+
+def proxy_body(p: ExtractedProxy) -> dict[str, Any]:
+    return {
+        "id": p.proxy_id,
+        "host": p.host,
+        "port": p.port,
+        "protocol": p.protocol,
+        "username": p.username,
+        "password": p.password,
+        "expires_at": p.expires_at.isoformat().replace("+00:00", "Z"),
+        "upstream": p.upstream_id,
+        "region": p.region,
+        "carrier": p.carrier,
+    }
+
+
+class UpstreamInventorySerializer(serializers.Serializer):  # type: ignore[type-arg]
+    upstream = serializers.CharField()
+    enabled = serializers.BooleanField()
+    available = serializers.BooleanField(
+        help_text="False when the pool could not count within its scan budget (then the "
+        "numbers are null); retry later."
+    )
+    unextracted = serializers.IntegerField(allow_null=True)
+    managed = serializers.IntegerField(allow_null=True)
+    available_slots = serializers.IntegerField(allow_null=True)
+
+
+class InventoryResponseSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    upstreams = UpstreamInventorySerializer(many=True)

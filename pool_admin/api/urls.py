@@ -1,0 +1,11 @@
+"""Routes of the client API, mounted at ``/api/v1/``."""
+
+from django.urls import path
+
+from pool_admin.api import views
+
+app_name = "api"
+urlpatterns = [
+    path("extract", views.ExtractView.as_view(), name="extract"),
+    path("inventory", views.InventoryView.as_view(), name="inventory"),
+]

@@ -1,0 +1,227 @@
+"""``POST /api/v1/extract`` and ``GET /api/v1/inventory``: thin views over ``RedisPool``.
+
+An extract touches no database once its key is cached (auth.py): limits come from the cached
+principal, proxies from Redis. Errors are raised and turned into problem+json centrally
+(problems.py).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import DatabaseError
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from activity import ExtractFilters, ExtractMode, ExtractRequest
+from activity.errors import ActivityError, ScanBudgetExhausted
+from pool_admin.api.auth import ConfigUnavailable, Principal
+from pool_admin.api.problems import PROBLEM_JSON, Forbidden, Problem, ProblemSerializer
+from pool_admin.api.serializers import (
+    ExtractRequestSerializer,
+    ExtractResponseSerializer,
+    InventoryResponseSerializer,
+    proxy_body,
+)
+from pool_admin.api.usage import emit_usage
+from pool_admin.config.models import Upstream
+from pool_admin.pool import get_pool
+
+IDEMPOTENCY_KEY_MAX = 256  # PoolOptions.max_text
+
+
+def _problem(description: str) -> OpenApiResponse:
+    return OpenApiResponse(response=ProblemSerializer, description=description)
+
+
+def _problems(**by_status: str) -> dict[Any, Any]:
+    return {(int(s[1:]), PROBLEM_JSON): _problem(text) for s, text in by_status.items()}
+
+
+_COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
+
+
+def _restrict(dimension: str, given: str | None, allowed: frozenset[str]) -> str | None:
+    """The filter value to use for one dimension under the client's allowed set."""
+    if not allowed:
+        return given
+    if given is not None:
+        if given not in allowed:
+            raise Forbidden(f"This client may not draw from {dimension} {given!r}.")
+        return given
+    if len(allowed) == 1:
+        return next(iter(allowed))
+    raise Forbidden(
+        f"This client may draw from several {dimension}s only with a filter: "
+        f"set filters.{dimension} to one of {sorted(allowed)}."
+    )
+
+
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX or not key.isprintable() or not key.isascii():
+        raise Problem(
+            400,
+            "invalid_request",
+            f"Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} printable ASCII characters.",
+        )
+    return key
+
+
+class ExtractView(APIView):
+    @extend_schema(
+        operation_id="extract",
+        summary="Extract proxies for exclusive use",
+        description=(
+            "Takes up to `count` matching proxies out of the pool; nobody else gets them. "
+            "`all_or_nothing` takes exactly `count` or none (409 `insufficient_inventory`). "
+            "A repeated `Idempotency-Key` with the same body replays the first answer "
+            "(`replayed: true`); with another body it is a 409 `idempotency_conflict`. "
+            "A count above the client's limit, or a filter outside what the client may draw "
+            "from, is a 403 `forbidden`; a client restricted to several upstreams, regions "
+            "or protocols must name one in the filters (with exactly one allowed, it is "
+            "applied)."
+        ),
+        request=ExtractRequestSerializer,
+        parameters=[
+            OpenApiParameter(
+                "Idempotency-Key",
+                str,
+                OpenApiParameter.HEADER,
+                description="Replays the first answer for the same client, key and body.",
+            )
+        ],
+        responses={
+            200: ExtractResponseSerializer,
+            **_problems(
+                r400="Malformed body, unknown field or bad value (`invalid_request`).",
+                **_COMMON,
+                r403="Count above the client's limit or a disallowed filter (`forbidden`).",
+                r409="`idempotency_conflict` or `insufficient_inventory`.",
+                r503="`store_unavailable` or `scan_budget_exhausted`; see Retry-After.",
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        principal: Principal = request.user
+        request_id = uuid.uuid4().hex
+        request.request_id = request_id  # type: ignore[attr-defined]
+        body = ExtractRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        key = _idempotency_key(request)
+        count = data["count"]
+        if count > principal.max_count_per_request:
+            raise Forbidden(
+                f"count may be at most {principal.max_count_per_request} for this client.",
+            )
+        given = data.get("filters") or {}
+        filters = ExtractFilters(
+            protocol=_restrict("protocol", given.get("protocol"), principal.allowed_protocols),
+            region=_restrict("region", given.get("region"), principal.allowed_regions),
+            carrier=given.get("carrier"),
+            upstream=_restrict("upstream", given.get("upstream"), principal.allowed_upstreams),
+        )
+        remaining = data.get("min_remaining_s")
+        extract = ExtractRequest(
+            client_id=principal.client_id,
+            count=count,
+            mode=ExtractMode(data["mode"]),
+            filters=filters,
+            idempotency_key=key,
+            request_id=request_id,
+            min_remaining=None if remaining is None else timedelta(seconds=remaining),
+            reserve_for_gateway=principal.gateway_reserve,
+        )
+        started = time.monotonic()
+        event: dict[str, Any] = {
+            "event": "extract",
+            "request_id": request_id,
+            "client": principal.client_id,
+            "key_prefix": principal.key_prefix,
+            "mode": extract.mode.value,
+            "requested": count,
+            "filters": {k: v for k, v in vars_of(filters).items() if v is not None},
+            "idempotent": key is not None,
+            "outcome": "error",
+        }
+        try:
+            result = get_pool(principal.idempotency_ttl).extract(extract)
+        except ActivityError as exc:
+            event.update(outcome=exc.code, returned=0, replayed=False)
+            raise
+        else:
+            event.update(outcome="ok", returned=result.returned, replayed=result.replayed)
+            event["upstreams"] = sorted({p.upstream_id for p in result.proxies})
+        finally:
+            event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
+            emit_usage(event)
+        body_out = {
+            "proxies": [proxy_body(p) for p in result.proxies],
+            "requested": result.requested,
+            "returned": result.returned,
+            "replayed": result.replayed,
+        }
+        return Response(body_out, headers={"X-Request-ID": request_id})
+
+
+def vars_of(filters: ExtractFilters) -> dict[str, str | None]:
+    return {
+        "protocol": filters.protocol,
+        "region": filters.region,
+        "carrier": filters.carrier,
+        "upstream": filters.upstream,
+    }
+
+
+class InventoryView(APIView):
+    @extend_schema(
+        operation_id="inventory",
+        summary="Live inventory per upstream this client may draw from",
+        description=(
+            "`unextracted`: proxies in the pool not yet extracted; `managed`: records the "
+            "pool still manages (fetched, checking, available, suspect, draining); "
+            "`available_slots`: free connection slots of its available proxies. "
+            "An upstream the pool could not count within its scan budget is listed with "
+            "`available: false` and null numbers."
+        ),
+        responses={
+            200: InventoryResponseSerializer,
+            **_problems(
+                **_COMMON,
+                r503="`store_unavailable` (Redis or PostgreSQL); see Retry-After.",
+            ),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        principal: Principal = request.user
+        try:
+            rows = Upstream.objects.order_by("name")
+            if principal.allowed_upstreams:
+                rows = rows.filter(name__in=principal.allowed_upstreams)
+            upstreams = list(rows.values_list("name", "enabled"))
+        except DatabaseError:
+            raise ConfigUnavailable() from None
+        pool = get_pool()
+        out = []
+        for name, enabled in upstreams:
+            entry: dict[str, Any] = {"upstream": name, "enabled": enabled}
+            try:
+                slots = pool.upstream_inventory(name)
+                entry.update(
+                    available=True,
+                    unextracted=pool.inventory(name),
+                    managed=slots.managed,
+                    available_slots=slots.available_slots,
+                )
+            except ScanBudgetExhausted:
+                entry.update(available=False, unextracted=None, managed=None, available_slots=None)
+            out.append(entry)
+        return Response({"upstreams": out})

@@ -1,0 +1,71 @@
+"""The process-wide activity pool (``RedisPool``), built lazily from settings.
+
+One Redis client per process, shared by every request thread. ``RedisPool`` takes its replay
+TTL from ``PoolOptions`` (one per pool, not per call), so clients with different idempotency
+TTLs get pools that differ only in that option; they are few (one per distinct TTL, bounded by
+``MAX_POOLS``) and each has its own small connection pool.
+
+Tests call :func:`reset_pool` (optionally with a URL and prefix) to point it elsewhere.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from datetime import timedelta
+
+import redis
+from cachetools import LRUCache
+from django.conf import settings
+
+from activity import PoolOptions
+from activity.redis import RedisPool
+
+#: Most pools (distinct idempotency TTLs) kept at once; older ones are dropped (and rebuilt).
+MAX_POOLS = 32
+
+_lock = threading.Lock()
+_client: redis.Redis | None = None
+_override: tuple[str, str] | None = None
+_pools: LRUCache[timedelta | None, RedisPool] = LRUCache(maxsize=MAX_POOLS)
+
+
+def _target() -> tuple[str, str]:
+    if _override is not None:
+        return _override
+    return settings.REDIS_URL, settings.POOL_PREFIX
+
+
+def get_pool(idempotency_ttl: timedelta | None = None) -> RedisPool:
+    """The pool; with ``idempotency_ttl``, one whose extract replays live that long."""
+    global _client
+    pool = _pools.get(idempotency_ttl)
+    if pool is not None:
+        return pool
+    with _lock:
+        pool = _pools.get(idempotency_ttl)
+        if pool is None:
+            url, prefix = _target()
+            if _client is None:
+                _client = redis.Redis.from_url(url)
+            options = PoolOptions(prefix=prefix)
+            if idempotency_ttl is not None:
+                options = replace(options, idempotency_ttl=idempotency_ttl)
+            pool = RedisPool(_client, options)
+            _pools[idempotency_ttl] = pool
+        return pool
+
+
+def reset_pool(url: str | None = None, prefix: str | None = None) -> None:
+    """Forget every pool; with ``url``/``prefix``, later pools use them instead of settings."""
+    global _client, _override
+    with _lock:
+        _pools.clear()
+        if _client is not None:
+            _client.close()
+        _client = None
+        if url is None and prefix is None:
+            _override = None
+        else:
+            default_url, default_prefix = settings.REDIS_URL, settings.POOL_PREFIX
+            _override = (url or default_url, prefix or default_prefix)

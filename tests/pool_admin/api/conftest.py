@@ -1,0 +1,118 @@
+"""Fixtures for the client API: a pool on a unique prefix, seeded proxies, clients and keys."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+
+import pytest
+import redis
+from rest_framework.test import APIClient
+
+from activity import (
+    FetchedBatch,
+    FetchedProxy,
+    HealthUpdate,
+    PoolOptions,
+    ProxyState,
+    StaticCredentials,
+)
+from activity.redis import RedisPool
+from pool_admin import pool as pool_module
+from pool_admin.api import auth
+from pool_admin.config.models import ApiClient, ApiKey, Upstream
+
+PROXY_PASSWORD = "proxy-pw-Zq81!secret"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(redis_url, unique_prefix):
+    """The API's pool on this test's prefix, and an empty key cache, before and after."""
+    pool_module.reset_pool(redis_url, unique_prefix)
+    auth.clear_cache()
+    yield
+    pool_module.reset_pool()
+    auth.clear_cache()
+
+
+def make_seeder(url: str, prefix: str) -> Callable[..., list[str]]:
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    credentials = StaticCredentials()
+    seed_pool = RedisPool(client, PoolOptions(prefix=prefix), credentials=credentials)
+    counter = iter(range(10**6))
+
+    def seed(
+        upstream: str = "acme-us",
+        n: int = 3,
+        region: str = "us",
+        protocol: str = "http",
+        carrier: str | None = "att",
+    ) -> list[str]:
+        now = datetime.now(UTC)
+        version = credentials.put("user-1", PROXY_PASSWORD)
+        proxies = []
+        for _ in range(n):
+            i = next(counter)
+            proxies.append(
+                FetchedProxy(
+                    proxy_id=f"{upstream}-p{i}",
+                    unique_key=f"10.0.{i // 250}.{i % 250 + 1}:8080",
+                    host=f"10.0.{i // 250}.{i % 250 + 1}",
+                    port=8080,
+                    protocol=protocol,
+                    expires_at=now + timedelta(minutes=10),
+                    region=region,
+                    carrier=carrier,
+                    secret_ref=version.ref,
+                )
+            )
+        seed_pool.upsert_fetched(FetchedBatch(upstream, proxies, 1000, timedelta(seconds=5), now))
+        seed_pool.apply_health(
+            [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now, latency_ms=50) for p in proxies]
+        )
+        return [p.proxy_id for p in proxies]
+
+    seed.pool = seed_pool  # type: ignore[attr-defined]
+    seed.close = client.close  # type: ignore[attr-defined]
+    return seed
+
+
+@pytest.fixture
+def seed(redis_url, unique_prefix):
+    seeder = make_seeder(redis_url, unique_prefix)
+    yield seeder
+    seeder.close()
+
+
+@pytest.fixture
+def upstreams(db):
+    return SimpleNamespace(
+        us=Upstream.objects.create(name="acme-us", endpoint_url="https://acme.example/p"),
+        eu=Upstream.objects.create(name="acme-eu", endpoint_url="https://acme.example/p"),
+    )
+
+
+@pytest.fixture
+def make_client(upstreams):
+    """An API client (unrestricted unless told) and the plaintext of a fresh key."""
+
+    def make(name: str = "crawler-1", allowed=(), **fields):
+        row = ApiClient.objects.create(name=name, **fields)
+        if allowed:
+            row.allowed_upstreams.add(*Upstream.objects.filter(name__in=allowed))
+        key, plaintext = ApiKey.objects.issue(row)
+        return SimpleNamespace(row=row, key=key, plaintext=plaintext)
+
+    return make
+
+
+@pytest.fixture
+def api():
+    def make(plaintext: str | None = None) -> APIClient:
+        client = APIClient()
+        if plaintext is not None:
+            client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+        return client
+
+    return make

@@ -1,0 +1,281 @@
+"""POST /api/v1/extract over HTTP against real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import redis
+from django.db import connection
+
+from pool_admin import pool as pool_module
+from pool_admin.api import auth
+from pool_admin.localservices import free_port
+from tests.pool_admin.api.conftest import PROXY_PASSWORD, make_seeder
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+URL = "/api/v1/extract"
+PROBLEM = "application/problem+json"
+
+
+def extract(client, body=None, **headers):
+    return client.post(URL, body if body is not None else {"count": 2, "mode": "partial"},
+                       format="json", headers=headers)  # fmt: skip
+
+
+def assert_problem(response, status, code):
+    assert response.status_code == status, response.content
+    assert response["Content-Type"] == PROBLEM
+    body = response.json()
+    assert body["code"] == code
+    assert body["status"] == status
+    assert body["type"] == f"urn:proxy-pool:problem:{code}"
+    assert body["title"] and body["detail"]
+    return body
+
+
+def test_happy_path_returns_exclusive_proxies(api, make_client, seed):
+    ids = seed(n=3)
+    c = make_client()
+    response = extract(api(c.plaintext), {"count": 2, "mode": "partial", "min_remaining_s": 20})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["requested"] == 2 and body["returned"] == 2 and body["replayed"] is False
+    proxy = body["proxies"][0]
+    assert set(proxy) == {"id", "host", "port", "protocol", "username", "password",
+                          "expires_at", "upstream", "region", "carrier"}  # fmt: skip
+    assert proxy["id"] in ids and proxy["upstream"] == "acme-us"
+    assert proxy["username"] == "user-1" and proxy["password"] == PROXY_PASSWORD
+    assert proxy["region"] == "us" and proxy["carrier"] == "att" and proxy["protocol"] == "http"
+    assert proxy["expires_at"].endswith("Z")
+    assert response["X-Request-ID"]
+
+    rest = extract(api(c.plaintext), {"count": 5, "mode": "partial"}).json()
+    assert rest["returned"] == 1  # exclusive: only the third one is left
+    taken = {p["id"] for p in body["proxies"]} | {p["id"] for p in rest["proxies"]}
+    assert taken == set(ids)
+    c.key.refresh_from_db()
+    assert c.key.last_used_at is not None
+
+
+def test_idempotent_replay_and_conflict(api, make_client, seed):
+    seed(n=4)
+    client = api(make_client().plaintext)
+    body = {"count": 2, "mode": "partial"}
+    first = extract(client, body, **{"Idempotency-Key": "order-17"})
+    again = extract(client, body, **{"Idempotency-Key": "order-17"})
+    assert first.status_code == again.status_code == 200
+    assert again.json()["replayed"] is True
+    assert again.json()["proxies"] == first.json()["proxies"]
+
+    other = extract(client, {"count": 3, "mode": "partial"}, **{"Idempotency-Key": "order-17"})
+    assert_problem(other, 409, "idempotency_conflict")
+    assert extract(client, body).json()["returned"] == 2  # the replay took nothing more
+
+
+def test_all_or_nothing_shortfall_is_409_and_takes_nothing(api, make_client, seed):
+    seed(n=2)
+    client = api(make_client().plaintext)
+    problem = assert_problem(
+        extract(client, {"count": 3, "mode": "all_or_nothing"}), 409, "insufficient_inventory"
+    )
+    assert problem["requested"] == 3 and problem["available"] == 2
+    assert extract(client, {"count": 2, "mode": "all_or_nothing"}).json()["returned"] == 2
+
+
+def test_gateway_reserve_of_the_client_is_kept_back(api, make_client, seed):
+    seed(n=3)
+    client = api(make_client(gateway_reserve=2).plaintext)
+    assert extract(client, {"count": 3, "mode": "partial"}).json()["returned"] == 1
+
+
+@pytest.mark.parametrize(
+    ("fields", "filters", "detail"),
+    [
+        ({"allowed": ["acme-us"]}, {"upstream": "acme-eu"}, "acme-eu"),
+        ({"allowed_regions": ["us"]}, {"region": "eu"}, "region"),
+        ({"allowed_protocols": ["socks5"]}, {"protocol": "http"}, "protocol"),
+        ({"allowed": ["acme-us", "acme-eu"]}, {}, "filters.upstream"),
+        ({"allowed_regions": ["us", "eu"]}, {"protocol": "http"}, "filters.region"),
+    ],
+)
+def test_disallowed_or_missing_filter_is_403(api, make_client, seed, fields, filters, detail):
+    seed(n=2)
+    client = api(make_client(**fields).plaintext)
+    body = {"count": 1, "mode": "partial", "filters": filters}
+    problem = assert_problem(extract(client, body), 403, "forbidden")
+    assert detail in problem["detail"]
+
+
+def test_single_allowed_value_is_applied_as_the_filter(api, make_client, seed):
+    seed("acme-us", n=2)
+    eu = seed("acme-eu", n=2, region="eu")
+    client = api(make_client(allowed=["acme-eu"]).plaintext)
+    body = extract(client, {"count": 5, "mode": "partial"}).json()
+    assert sorted(p["id"] for p in body["proxies"]) == sorted(eu)
+
+
+def test_count_above_the_client_limit_is_403(api, make_client, seed):
+    client = api(make_client(max_count_per_request=5).plaintext)
+    problem = assert_problem(extract(client, {"count": 6, "mode": "partial"}), 403, "forbidden")
+    assert "5" in problem["detail"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"count": 0, "mode": "partial"},
+        {"count": -1, "mode": "partial"},
+        {"count": "many", "mode": "partial"},
+        {"count": 1001, "mode": "partial"},
+        {"mode": "partial"},
+        {"count": 1},
+        {"count": 1, "mode": "some"},
+        {"count": 1, "mode": "partial", "min_remaining_s": -5},
+        {"count": 1, "mode": "partial", "filters": {"protocol": "ftp"}},
+        {"count": 1, "mode": "partial", "filters": {"region": "not a label"}},
+        [1, 2],
+    ],
+)
+def test_bad_body_is_400(api, make_client, body):
+    response = extract(api(make_client().plaintext), body)
+    assert_problem(response, 400, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"count": 1, "mode": "partial", "colour": "red"},
+        {"count": 1, "mode": "partial", "filters": {"country": "us"}},
+    ],
+)
+def test_unknown_field_is_400_naming_it(api, make_client, body):
+    problem = assert_problem(extract(api(make_client().plaintext), body), 400, "invalid_request")
+    assert "colour" in str(problem["errors"]) or "country" in str(problem["errors"])
+
+
+def test_malformed_json_and_bad_idempotency_key_are_400(api, make_client):
+    client = api(make_client().plaintext)
+    response = client.post(URL, "{nope", content_type="application/json")
+    assert_problem(response, 400, "invalid_request")
+    assert_problem(extract(client, **{"Idempotency-Key": "x" * 300}), 400, "invalid_request")
+
+
+def test_missing_bad_and_revoked_keys_are_401(api, make_client, seed):
+    seed(n=3)
+    c = make_client()
+    problem = assert_problem(extract(api()), 401, "unauthenticated")
+    assert "Bearer" in problem["detail"]
+    assert_problem(extract(api(c.plaintext[:-2] + "zz")), 401, "unauthenticated")
+    assert_problem(extract(api("garbage")), 401, "unauthenticated")
+    response = api().post(URL, {}, format="json", headers={"Authorization": "Basic abc"})
+    assert_problem(response, 401, "unauthenticated")
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+    assert extract(api(c.plaintext)).status_code == 200
+    c.key.revoke()
+    auth.clear_cache()  # what the cache TTL does within 30 s
+    assert_problem(extract(api(c.plaintext)), 401, "unauthenticated")
+
+    other = make_client("crawler-2")
+    other.row.enabled = False
+    other.row.save()
+    assert_problem(extract(api(other.plaintext)), 401, "unauthenticated")
+
+
+def test_a_cached_key_needs_no_database(api, make_client, seed, django_assert_num_queries):
+    seed(n=3)
+    client = api(make_client().plaintext)
+    assert extract(client, {"count": 1, "mode": "partial"}).status_code == 200
+    with django_assert_num_queries(0):
+        assert extract(client, {"count": 1, "mode": "partial"}).status_code == 200
+
+
+def test_key_cache_is_keyed_by_a_hash_not_the_key(api, make_client, seed):
+    seed(n=1)
+    c = make_client()
+    assert extract(api(c.plaintext)).status_code == 200
+    keys = list(auth._cache.keys())
+    assert keys and all(c.plaintext not in k for k in keys)
+    assert all(len(k) == 64 for k in keys)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_postgres_unreachable_still_serves_a_recently_seen_key(api, make_client, seed):
+    seed(n=3)
+    seen, unseen = make_client(), make_client("crawler-2")
+    assert extract(api(seen.plaintext), {"count": 1, "mode": "partial"}).status_code == 200
+
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()), PASSWORD="pg-pw-x")
+    try:
+        served = extract(api(seen.plaintext), {"count": 1, "mode": "partial"})
+        refused = extract(api(unseen.plaintext), {"count": 1, "mode": "partial"})
+    finally:
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+
+    assert served.status_code == 200 and served.json()["returned"] == 1
+    problem = assert_problem(refused, 503, "store_unavailable")
+    assert refused["Retry-After"]
+    assert "pg-pw-x" not in refused.content.decode() and unseen.plaintext not in str(problem)
+
+
+@pytest.mark.fault
+def test_redis_stopped_is_503_with_retry_after_and_changes_nothing(
+    api, make_client, private_redis, unique_prefix
+):
+    server = private_redis()
+    pool_module.reset_pool(server.url, unique_prefix)
+    seeder = make_seeder(server.url, unique_prefix)
+    try:
+        ids = seeder(n=3)
+        client = api(make_client().plaintext)
+        assert extract(client, {"count": 1, "mode": "partial"}).status_code == 200
+        snapshot = redis.Redis.from_url(server.url)
+        snapshot.save()  # the server has no persistence of its own; this lets a restart reload
+        snapshot.close()
+        server.stop()
+
+        response = extract(client, {"count": 2, "mode": "partial"}, **{"Idempotency-Key": "k"})
+        assert_problem(response, 503, "store_unavailable")
+        assert int(response["Retry-After"]) >= 1
+        assert str(server.port) not in response.content.decode()
+
+        server.start()
+        pool_module.reset_pool(server.url, unique_prefix)
+        after = extract(client, {"count": 5, "mode": "partial"}, **{"Idempotency-Key": "k"})
+        assert after.status_code == 200
+        assert after.json()["replayed"] is False  # the failed call stored nothing
+        assert after.json()["returned"] == 2  # and took nothing: 3 seeded, 1 extracted
+        assert {p["id"] for p in after.json()["proxies"]} < set(ids)
+    finally:
+        seeder.close()
+
+
+def test_usage_event_once_per_extract_and_no_secret_in_logs(api, make_client, seed, caplog):
+    seed(n=2)
+    c = make_client()
+    client = api(c.plaintext)
+    caplog.set_level(logging.DEBUG)
+    ok = extract(client, {"count": 2, "mode": "partial"}, **{"Idempotency-Key": "k1"})
+    assert ok.status_code == 200
+    short = extract(client, {"count": 3, "mode": "all_or_nothing"})
+    assert short.status_code == 409
+    extract(api(c.plaintext + "x"))  # a bad key: logged nowhere either
+
+    usage = [r for r in caplog.records if r.name == "pool_admin.usage"]
+    assert len(usage) == 2
+    assert '"outcome":"ok"' in usage[0].getMessage()
+    assert '"returned":2' in usage[0].getMessage()
+    assert '"outcome":"insufficient_inventory"' in usage[1].getMessage()
+    secret_part = c.plaintext.rsplit("_", 1)[-1]
+    for record in caplog.records:
+        text = record.getMessage() + str(record.args)
+        assert PROXY_PASSWORD not in text
+        assert c.plaintext not in text and secret_part not in text
+    for response in (ok, short):
+        assert c.plaintext not in response.content.decode()

@@ -1,0 +1,64 @@
+"""GET /api/v1/inventory and the OpenAPI schema."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from activity.errors import ScanBudgetExhausted
+from pool_admin import pool as pool_module
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+
+def test_inventory_lists_the_upstreams_the_client_may_see(api, make_client, seed):
+    seed("acme-us", n=3)
+    seed("acme-eu", n=1, region="eu")
+    everyone = api(make_client().plaintext).get("/api/v1/inventory")
+    assert everyone.status_code == 200
+    rows = {row["upstream"]: row for row in everyone.json()["upstreams"]}
+    assert set(rows) == {"acme-us", "acme-eu"}
+    assert rows["acme-us"]["unextracted"] == 3 and rows["acme-eu"]["unextracted"] == 1
+    assert rows["acme-us"]["available"] is True
+    assert rows["acme-us"]["managed"] == 3 and rows["acme-us"]["available_slots"] == 3
+
+    only_eu = api(make_client("c2", allowed=["acme-eu"]).plaintext).get("/api/v1/inventory")
+    assert [row["upstream"] for row in only_eu.json()["upstreams"]] == ["acme-eu"]
+
+
+def test_inventory_marks_an_upstream_unavailable_on_scan_budget(
+    api, make_client, seed, monkeypatch
+):
+    seed(n=1)
+    client = api(make_client().plaintext)
+    pool = pool_module.get_pool()
+
+    def exhausted(upstream_id):
+        raise ScanBudgetExhausted("scan budget exhausted")
+
+    monkeypatch.setattr(pool, "upstream_inventory", exhausted)
+    response = client.get("/api/v1/inventory")
+    assert response.status_code == 200
+    row = response.json()["upstreams"][0]
+    assert row["available"] is False and row["managed"] is None
+
+
+def test_inventory_needs_a_key(api):
+    response = api().get("/api/v1/inventory")
+    assert response.status_code == 401
+    assert response.json()["code"] == "unauthenticated"
+
+
+def test_schema_lists_both_paths_with_bearer_security(client):
+    response = client.get("/api/schema/")
+    assert response.status_code == 200
+    schema = yaml.safe_load(response.content)
+    paths = schema["paths"]
+    assert "/api/v1/extract" in paths and "/api/v1/inventory" in paths
+    post = paths["/api/v1/extract"]["post"]
+    assert {"200", "400", "401", "403", "409", "503"} <= set(post["responses"])
+    assert "application/problem+json" in post["responses"]["409"]["content"]
+    assert {"ApiKeyAuth": []} in post["security"]
+    scheme = schema["components"]["securitySchemes"]["ApiKeyAuth"]
+    assert scheme == {**scheme, "type": "http", "scheme": "bearer"}
+    assert "Idempotency-Key" in {p["name"] for p in post.get("parameters", [])}
