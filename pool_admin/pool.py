@@ -36,6 +36,11 @@ def _target() -> tuple[str, str]:
     return settings.REDIS_URL, settings.POOL_PREFIX
 
 
+def target() -> tuple[str, str]:
+    """The Redis URL and key prefix the pool uses now (settings, or a ``reset_pool`` override)."""
+    return _target()
+
+
 def get_pool(idempotency_ttl: timedelta | None = None) -> RedisPool:
     """The pool; with ``idempotency_ttl``, one whose extract replays live that long."""
     global _client

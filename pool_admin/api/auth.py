@@ -23,7 +23,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from pool_admin.config.models import ApiKey
+from pool_admin.config.models import ApiClient, ApiKey
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,8 @@ class Principal:
 
     client_id: str
     key_prefix: str
+    requests_per_second: int
+    proxies_per_minute: int
     max_count_per_request: int
     #: Empty: no restriction.
     allowed_upstreams: frozenset[str]
@@ -64,10 +66,16 @@ def _fingerprint(plaintext: str) -> str:
 
 
 def _principal(key: ApiKey) -> Principal:
-    client = key.client
+    return principal_for_client(key.client, key.prefix)
+
+
+def principal_for_client(client: ApiClient, key_prefix: str) -> Principal:
+    """A snapshot of ``client`` and its limits (reads its allowed upstreams from PostgreSQL)."""
     return Principal(
         client_id=client.name,
-        key_prefix=key.prefix,
+        key_prefix=key_prefix,
+        requests_per_second=client.requests_per_second,
+        proxies_per_minute=client.proxies_per_minute,
         max_count_per_request=client.max_count_per_request,
         allowed_upstreams=frozenset(client.allowed_upstreams.values_list("name", flat=True)),
         allowed_regions=frozenset(client.allowed_regions),

@@ -53,6 +53,9 @@ _TITLES = {
 class Problem(exceptions.APIException):
     """An error with an explicit status, stable code and optional extension members."""
 
+    #: Response headers (e.g. ``Retry-After``), set by subclasses that need them.
+    headers: dict[str, str] | None = None
+
     def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
         super().__init__(detail, code)
         self.status_code = status
@@ -63,6 +66,14 @@ class Problem(exceptions.APIException):
 class Forbidden(Problem):
     def __init__(self, detail: str, **extra: Any) -> None:
         super().__init__(403, "forbidden", detail, **extra)
+
+
+class RateLimited(Problem):
+    """429 ``rate_limited``: a client limit is used up; ``Retry-After`` says when to retry."""
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(429, "rate_limited", detail)
+        self.headers = {"Retry-After": str(retry_after)}
 
 
 class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -116,7 +127,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     set_rollback()
     retry = {"Retry-After": str(RETRY_AFTER_S)}
     if isinstance(exc, Problem):
-        return problem_response(request, exc.status_code, exc.code, str(exc.detail), **exc.extra)
+        return problem_response(
+            request, exc.status_code, exc.code, str(exc.detail), exc.headers, **exc.extra
+        )
     if isinstance(exc, exceptions.ValidationError | exceptions.ParseError):
         errors = exc.detail if isinstance(exc.detail, dict) else None
         detail = "The request body is not valid." if errors else _detail_text(exc.detail)

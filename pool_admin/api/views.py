@@ -7,9 +7,7 @@ principal, proxies from Redis. Errors are raised and turned into problem+json ce
 
 from __future__ import annotations
 
-import time
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from django.db import DatabaseError
@@ -18,17 +16,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from activity import ExtractFilters, ExtractMode, ExtractRequest
-from activity.errors import ActivityError, ScanBudgetExhausted
+from activity.errors import ScanBudgetExhausted
 from pool_admin.api.auth import ConfigUnavailable, Principal
-from pool_admin.api.problems import PROBLEM_JSON, Forbidden, Problem, ProblemSerializer
+from pool_admin.api.extracting import perform_extract
+from pool_admin.api.problems import PROBLEM_JSON, Problem, ProblemSerializer
 from pool_admin.api.serializers import (
     ExtractRequestSerializer,
     ExtractResponseSerializer,
     InventoryResponseSerializer,
     proxy_body,
 )
-from pool_admin.api.usage import emit_usage
 from pool_admin.config.models import Upstream
 from pool_admin.pool import get_pool
 
@@ -44,22 +41,6 @@ def _problems(**by_status: str) -> dict[Any, Any]:
 
 
 _COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
-
-
-def _restrict(dimension: str, given: str | None, allowed: frozenset[str]) -> str | None:
-    """The filter value to use for one dimension under the client's allowed set."""
-    if not allowed:
-        return given
-    if given is not None:
-        if given not in allowed:
-            raise Forbidden(f"This client may not draw from {dimension} {given!r}.")
-        return given
-    if len(allowed) == 1:
-        return next(iter(allowed))
-    raise Forbidden(
-        f"This client may draw from several {dimension}s only with a filter: "
-        f"set filters.{dimension} to one of {sorted(allowed)}."
-    )
 
 
 def _idempotency_key(request: Request) -> str | None:
@@ -87,7 +68,9 @@ class ExtractView(APIView):
             "A count above the client's limit, or a filter outside what the client may draw "
             "from, is a 403 `forbidden`; a client restricted to several upstreams, regions "
             "or protocols must name one in the filters (with exactly one allowed, it is "
-            "applied)."
+            "applied). Each client has a requests-per-second limit (every call) and a "
+            "proxies-per-minute limit (proxies returned; a call is refused unless `count` more "
+            "fit): over either it is a 429 `rate_limited` with Retry-After."
         ),
         request=ExtractRequestSerializer,
         parameters=[
@@ -105,6 +88,7 @@ class ExtractView(APIView):
                 **_COMMON,
                 r403="Count above the client's limit or a disallowed filter (`forbidden`).",
                 r409="`idempotency_conflict` or `insufficient_inventory`.",
+                r429="A rate limit of the client is used up (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable` or `scan_budget_exhausted`; see Retry-After.",
             ),
         },
@@ -113,56 +97,8 @@ class ExtractView(APIView):
         principal: Principal = request.user
         request_id = uuid.uuid4().hex
         request.request_id = request_id  # type: ignore[attr-defined]
-        body = ExtractRequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
         key = _idempotency_key(request)
-        count = data["count"]
-        if count > principal.max_count_per_request:
-            raise Forbidden(
-                f"count may be at most {principal.max_count_per_request} for this client.",
-            )
-        given = data.get("filters") or {}
-        filters = ExtractFilters(
-            protocol=_restrict("protocol", given.get("protocol"), principal.allowed_protocols),
-            region=_restrict("region", given.get("region"), principal.allowed_regions),
-            carrier=given.get("carrier"),
-            upstream=_restrict("upstream", given.get("upstream"), principal.allowed_upstreams),
-        )
-        remaining = data.get("min_remaining_s")
-        extract = ExtractRequest(
-            client_id=principal.client_id,
-            count=count,
-            mode=ExtractMode(data["mode"]),
-            filters=filters,
-            idempotency_key=key,
-            request_id=request_id,
-            min_remaining=None if remaining is None else timedelta(seconds=remaining),
-            reserve_for_gateway=principal.gateway_reserve,
-        )
-        started = time.monotonic()
-        event: dict[str, Any] = {
-            "event": "extract",
-            "request_id": request_id,
-            "client": principal.client_id,
-            "key_prefix": principal.key_prefix,
-            "mode": extract.mode.value,
-            "requested": count,
-            "filters": {k: v for k, v in vars_of(filters).items() if v is not None},
-            "idempotent": key is not None,
-            "outcome": "error",
-        }
-        try:
-            result = get_pool(principal.idempotency_ttl).extract(extract)
-        except ActivityError as exc:
-            event.update(outcome=exc.code, returned=0, replayed=False)
-            raise
-        else:
-            event.update(outcome="ok", returned=result.returned, replayed=result.replayed)
-            event["upstreams"] = sorted({p.upstream_id for p in result.proxies})
-        finally:
-            event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
-            emit_usage(event)
+        result = perform_extract(principal, request.data, key, request_id)
         body_out = {
             "proxies": [proxy_body(p) for p in result.proxies],
             "requested": result.requested,
@@ -170,15 +106,6 @@ class ExtractView(APIView):
             "replayed": result.replayed,
         }
         return Response(body_out, headers={"X-Request-ID": request_id})
-
-
-def vars_of(filters: ExtractFilters) -> dict[str, str | None]:
-    return {
-        "protocol": filters.protocol,
-        "region": filters.region,
-        "carrier": filters.carrier,
-        "upstream": filters.upstream,
-    }
 
 
 class InventoryView(APIView):

@@ -1,0 +1,117 @@
+"""The one extract code path, shared by ``POST /api/v1/extract`` and ``manage.py extract``.
+
+``perform_extract`` applies, in order: the client's requests-per-second limit (429), the body's
+validation (400, the API's serializer), its largest count (403), its allowed upstreams, regions
+and protocols (403), its proxies-per-minute limit (429), then ``RedisPool.extract`` with its
+gateway reserve and idempotency TTL, counts the returned proxies against the per-minute limit
+and emits one usage event. Errors are raised; the API's exception handler (problems.py) and the
+command each turn them into their own output.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from activity import ExtractFilters, ExtractMode, ExtractRequest, ExtractResult
+from activity.errors import ActivityError
+from pool_admin.api.auth import Principal
+from pool_admin.api.problems import Forbidden
+from pool_admin.api.ratelimit import get_limiter
+from pool_admin.api.serializers import ExtractRequestSerializer
+from pool_admin.api.usage import emit_usage
+from pool_admin.pool import get_pool
+
+
+def _restrict(dimension: str, given: str | None, allowed: frozenset[str]) -> str | None:
+    """The filter value to use for one dimension under the client's allowed set."""
+    if not allowed:
+        return given
+    if given is not None:
+        if given not in allowed:
+            raise Forbidden(f"This client may not draw from {dimension} {given!r}.")
+        return given
+    if len(allowed) == 1:
+        return next(iter(allowed))
+    raise Forbidden(
+        f"This client may draw from several {dimension}s only with a filter: "
+        f"set filters.{dimension} to one of {sorted(allowed)}."
+    )
+
+
+def vars_of(filters: ExtractFilters) -> dict[str, str | None]:
+    return {
+        "protocol": filters.protocol,
+        "region": filters.region,
+        "carrier": filters.carrier,
+        "upstream": filters.upstream,
+    }
+
+
+def perform_extract(
+    principal: Principal,
+    raw_body: Any,
+    idempotency_key: str | None = None,
+    request_id: str | None = None,
+    source: str = "api",
+) -> ExtractResult:
+    """Validate ``raw_body`` (the API's JSON body) and extract for ``principal``."""
+    limiter = get_limiter()
+    limiter.hit_request(principal)
+    body = ExtractRequestSerializer(data=raw_body)
+    body.is_valid(raise_exception=True)
+    data = body.validated_data
+    count = data["count"]
+    if count > principal.max_count_per_request:
+        raise Forbidden(
+            f"count may be at most {principal.max_count_per_request} for this client.",
+        )
+    given = data.get("filters") or {}
+    filters = ExtractFilters(
+        protocol=_restrict("protocol", given.get("protocol"), principal.allowed_protocols),
+        region=_restrict("region", given.get("region"), principal.allowed_regions),
+        carrier=given.get("carrier"),
+        upstream=_restrict("upstream", given.get("upstream"), principal.allowed_upstreams),
+    )
+    limiter.check_proxies(principal, count)
+    remaining = data.get("min_remaining_s")
+    request_id = request_id or uuid.uuid4().hex
+    extract = ExtractRequest(
+        client_id=principal.client_id,
+        count=count,
+        mode=ExtractMode(data["mode"]),
+        filters=filters,
+        idempotency_key=idempotency_key,
+        request_id=request_id,
+        min_remaining=None if remaining is None else timedelta(seconds=remaining),
+        reserve_for_gateway=principal.gateway_reserve,
+    )
+    started = time.monotonic()
+    event: dict[str, Any] = {
+        "event": "extract",
+        "source": source,
+        "request_id": request_id,
+        "client": principal.client_id,
+        "key_prefix": principal.key_prefix,
+        "mode": extract.mode.value,
+        "requested": count,
+        "filters": {k: v for k, v in vars_of(filters).items() if v is not None},
+        "idempotent": idempotency_key is not None,
+        "outcome": "error",
+    }
+    try:
+        result = get_pool(principal.idempotency_ttl).extract(extract)
+    except ActivityError as exc:
+        event.update(outcome=exc.code, returned=0, replayed=False)
+        raise
+    else:
+        event.update(outcome="ok", returned=result.returned, replayed=result.replayed)
+        event["upstreams"] = sorted({p.upstream_id for p in result.proxies})
+    finally:
+        event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
+        emit_usage(event)
+    if not result.replayed:
+        limiter.consume_proxies(principal, result.returned)
+    return result

@@ -1,0 +1,61 @@
+"""``manage.py create_client NAME``: create an API client and print its first API key once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+
+from pool_admin.config.models import ApiClient, ApiKey, Upstream
+from pool_admin.management.cli import one_line_errors, parse_int
+
+
+class Command(BaseCommand):
+    help = "Create an API client with its limits and print its first API key (shown once)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("name", help="The client's ID (a label, e.g. crawler-1).")
+        parser.add_argument("--rps", help="Requests per second (default 50).")
+        parser.add_argument("--proxies-per-minute", help="Proxies per minute (default 1000).")
+        parser.add_argument("--max-count", help="Largest count per request (default 100).")
+        parser.add_argument(
+            "--upstream",
+            action="append",
+            default=[],
+            metavar="U",
+            help="An upstream it may draw from (repeat it; none: all).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name: str = options["name"]
+        fields: dict[str, int] = {}
+        for option, field, low, high in (
+            ("rps", "requests_per_second", 1, 100_000),
+            ("proxies_per_minute", "proxies_per_minute", 1, 10_000_000),
+            ("max_count", "max_count_per_request", 1, 1_000),
+        ):
+            value = parse_int(options[option], "--" + option.replace("_", "-"), low, high)
+            if value is not None:
+                fields[field] = value
+        wanted = list(dict.fromkeys(options["upstream"]))
+        with one_line_errors():
+            if ApiClient.objects.filter(name=name).exists():
+                raise CommandError(f"client {name!r} already exists; nothing changed")
+            upstreams = list(Upstream.objects.filter(name__in=wanted))
+            missing = sorted(set(wanted) - {u.name for u in upstreams})
+            if missing:
+                raise CommandError(f"unknown upstream {missing[0]!r}; nothing changed")
+            with transaction.atomic():
+                client = ApiClient(name=name, **fields)
+                client.save()
+                client.allowed_upstreams.add(*upstreams)
+                key, plaintext = ApiKey.objects.issue(client)
+        allowed = ", ".join(sorted(wanted)) or "all"
+        self.stdout.write(
+            f"Created client {client.name}: {client.requests_per_second} requests/s, "
+            f"{client.proxies_per_minute} proxies/min, at most {client.max_count_per_request} "
+            f"per request, upstreams: {allowed}."
+        )
+        self.stdout.write(f"API key {key} (shown once, store it now):")
+        self.stdout.write(plaintext)

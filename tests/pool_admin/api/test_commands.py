@@ -1,0 +1,244 @@
+"""Operator commands: create_client, api_key, list_upstreams, extract, sweep_pool.
+
+Each runs as from the command line (``ManagementUtility``), so a bad input is checked for what
+an operator sees: exit status 1, one line on stderr, and nothing changed.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import ManagementUtility, base
+
+from pool_admin import pool as pool_module
+from pool_admin.api.auth import authenticate_key
+from pool_admin.config.models import ApiClient, ApiKey
+from pool_admin.localservices import free_port
+from tests.pool_admin.api.conftest import PROXY_PASSWORD
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+
+@pytest.fixture
+def run(capsys, monkeypatch):
+    # run_from_argv closes every database connection when it ends, which would close the
+    # test's transaction; the command itself runs exactly as from the command line.
+    monkeypatch.setattr(base.connections, "close_all", lambda: None)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            ManagementUtility(["manage.py", *argv]).execute()
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def assert_refused(result: tuple[int, str, str], *words: str) -> None:
+    code, out, err = result
+    assert code == 1, (out, err)
+    # Log records (e.g. the usage event) also go to stderr; the reason is one CommandError line.
+    lines = [line for line in err.strip().splitlines() if " pool_admin." not in line]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("CommandError: ")
+    for word in words:
+        assert word in lines[0]
+
+
+def plaintext_in(out: str) -> str:
+    keys = [line for line in out.splitlines() if line.startswith("pp_") and " " not in line]
+    assert len(keys) == 1, out
+    return keys[0]
+
+
+# ---------------------------------------------------------------------------- create_client
+def test_create_client_prints_a_working_key_once(run, upstreams):
+    code, out, _ = run("create_client", "crawler-9", "--rps", "7", "--proxies-per-minute",
+                       "300", "--max-count", "20", "--upstream", "acme-us")  # fmt: skip
+    assert code == 0
+    client = ApiClient.objects.get(name="crawler-9")
+    assert (client.requests_per_second, client.proxies_per_minute) == (7, 300)
+    assert client.max_count_per_request == 20
+    assert list(client.allowed_upstreams.values_list("name", flat=True)) == ["acme-us"]
+    plaintext = plaintext_in(out)
+    principal = authenticate_key(plaintext)
+    assert principal is not None and principal.client_id == "crawler-9"
+    assert principal.requests_per_second == 7
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["crawler-9", "--rps", "abc"], ["--rps", "whole number"]),
+        (["crawler-9", "--rps", "0"], ["--rps", "between"]),
+        (["crawler-9", "--max-count", "5000"], ["--max-count"]),
+        (["crawler-9", "--proxies-per-minute", "-3"], ["--proxies-per-minute"]),
+        (["crawler-9", "--upstream", "nope"], ["unknown upstream", "nope"]),
+        (["bad name!"], ["name"]),
+    ],
+)
+def test_create_client_bad_input_changes_nothing(run, upstreams, argv, words):
+    assert_refused(run("create_client", *argv), *words)
+    assert not ApiClient.objects.exists() and not ApiKey.objects.exists()
+
+
+def test_create_client_twice_is_refused(run, make_client):
+    make_client("crawler-1")
+    assert_refused(run("create_client", "crawler-1"), "already exists")
+    assert ApiKey.objects.count() == 1
+
+
+# ---------------------------------------------------------------------------------- api_key
+def test_api_key_add_list_revoke(run, make_client):
+    c = make_client()
+    code, out, _ = run("api_key", "add", "crawler-1", "--name", "prod")
+    assert code == 0
+    added = plaintext_in(out)
+    assert authenticate_key(added) is not None
+
+    code, out, _ = run("api_key", "list", "crawler-1")
+    assert code == 0
+    assert f"pp_{c.key.prefix}" in out and "prod" in out and "active" in out and "never" in out
+    assert c.plaintext not in out and added not in out
+    assert c.key.key_hash not in out and added.rsplit("_", 1)[-1] not in out
+
+    code, out, _ = run("api_key", "revoke", f"pp_{c.key.prefix}")
+    assert code == 0 and "Revoked" in out
+    c.key.refresh_from_db()
+    assert c.key.revoked_at is not None
+    assert ApiKey.objects.verify(c.plaintext) is None
+    assert ApiKey.objects.verify(added) is not None
+    code, out, _ = run("api_key", "list", "crawler-1")
+    assert "revoked" in out
+
+
+def test_api_key_rotate_keeps_old_keys_unless_told(run, make_client):
+    c = make_client()
+    code, out, _ = run("api_key", "rotate", "crawler-1")
+    assert code == 0
+    first = plaintext_in(out)
+    assert "stay valid" in out and c.key.prefix in out
+    assert ApiKey.objects.verify(c.plaintext) is not None
+    assert ApiKey.objects.verify(first) is not None
+
+    code, out, _ = run("api_key", "rotate", "crawler-1", "--revoke-old")
+    assert code == 0
+    second = plaintext_in(out)
+    assert "Revoked 2" in out
+    assert ApiKey.objects.verify(c.plaintext) is None and ApiKey.objects.verify(first) is None
+    assert ApiKey.objects.verify(second) is not None
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["add", "ghost"], ["unknown client", "ghost"]),
+        (["rotate", "ghost"], ["unknown client"]),
+        (["list", "ghost"], ["unknown client"]),
+        (["revoke", "pp_000000000000"], ["no API key", "000000000000"]),
+    ],
+)
+def test_api_key_bad_input_changes_nothing(run, make_client, argv, words):
+    make_client()
+    assert_refused(run("api_key", *argv), *words)
+    assert ApiKey.objects.count() == 1 and ApiKey.objects.active().count() == 1
+
+
+def test_api_key_revoke_refuses_a_whole_key(run, make_client):
+    c = make_client()
+    assert_refused(run("api_key", "revoke", c.plaintext), "prefix")
+    assert ApiKey.objects.active().count() == 1
+
+
+# --------------------------------------------------------------------------- list_upstreams
+def test_list_upstreams_shows_live_inventory(run, upstreams, seed):
+    seed("acme-us", n=3)
+    code, out, _ = run("list_upstreams")
+    assert code == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[2:]}
+    assert rows["acme-us"][3:] == ["3", "3", rows["acme-us"][5]]
+    assert int(rows["acme-us"][5]) >= 3
+    assert rows["acme-eu"][3] == "0"
+
+
+def test_list_upstreams_says_unavailable_when_the_pool_cannot_answer(run, upstreams):
+    pool_module.reset_pool(f"redis://127.0.0.1:{free_port()}/0", "pp-dead")
+    code, out, _ = run("list_upstreams")
+    assert code == 0
+    assert out.count("unavailable") >= 6 and "acme-us" in out
+
+
+# ---------------------------------------------------------------------------------- extract
+def test_extract_command_masks_passwords_by_default(run, make_client, seed):
+    ids = seed(n=4)
+    make_client()
+    code, out, _ = run("extract", "crawler-1", "--count", "2")
+    assert code == 0
+    assert PROXY_PASSWORD not in out and "********" in out
+    assert "Extracted 2 of 2" in out and "--show-passwords" in out
+    assert sum(pid in out for pid in ids) == 2
+
+    filters = ["--region", "us", "--protocol", "http", "--upstream", "acme-us"]
+    code, out, _ = run("extract", "crawler-1", "--count", "1", *filters, "--show-passwords")
+    assert code == 0 and PROXY_PASSWORD in out
+    assert seed.pool.inventory("acme-us") == 1
+
+
+def test_extract_command_applies_the_clients_rules_and_limits(run, make_client, seed):
+    seed(n=5)
+    make_client(allowed=["acme-us"], requests_per_second=2, max_count_per_request=3)
+    assert_refused(run("extract", "crawler-1", "--count", "4"), "forbidden", "3")
+    assert_refused(run("extract", "crawler-1", "--count", "1", "--upstream", "acme-eu"),
+                   "forbidden")  # fmt: skip
+    assert_refused(run("extract", "crawler-1", "--count", "1"), "rate_limited", "retry after")
+    assert seed.pool.inventory("acme-us") == 5
+
+
+def test_extract_all_or_nothing_shortfall(run, make_client, seed):
+    seed(n=2)
+    make_client()
+    result = run("extract", "crawler-1", "--count", "3", "--mode", "all_or_nothing")
+    assert_refused(result, "insufficient_inventory", "2 matching", "3 requested")
+    assert seed.pool.inventory("acme-us") == 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["ghost", "--count", "1"], ["unknown client", "ghost"]),
+        (["crawler-1", "--count", "x"], ["--count", "whole number"]),
+        (["crawler-1", "--count", "0"], ["--count", "between"]),
+        (["crawler-1", "--count", "1", "--region", "not a label"], ["invalid_request", "region"]),
+    ],
+)
+def test_extract_command_bad_input_takes_nothing(run, make_client, seed, argv, words):
+    seed(n=2)
+    make_client()
+    assert_refused(run("extract", *argv), *words)
+    assert seed.pool.inventory("acme-us") == 2
+
+
+def test_extract_command_refuses_a_disabled_client(run, make_client, seed):
+    seed(n=1)
+    c = make_client()
+    c.row.enabled = False
+    c.row.save()
+    assert_refused(run("extract", "crawler-1", "--count", "1"), "disabled")
+    assert seed.pool.inventory("acme-us") == 1
+
+
+# ------------------------------------------------------------------------------- sweep_pool
+def test_sweep_pool_runs_once_and_reports(run, seed):
+    seed(n=2)
+    code, out, _ = run("sweep_pool", "--limit", "50")
+    assert code == 0
+    assert "removed 0 expired proxy record(s)" in out and "limit 50" in out
+    assert seed.pool.inventory("acme-us") == 2
+
+
+@pytest.mark.parametrize("limit", ["0", "x", "1000000"])
+def test_sweep_pool_bad_limit(run, limit):
+    assert_refused(run("sweep_pool", "--limit", limit), "--limit")
