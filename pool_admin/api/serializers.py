@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 from activity import ExtractedProxy, ExtractMode
@@ -28,6 +29,20 @@ class StrictSerializer(serializers.Serializer):  # type: ignore[type-arg]
                     {name: ["Unknown field."] for name in unknown}, code="unknown_field"
                 )
         return super().to_internal_value(data)
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):
+    """The schema of a :class:`StrictSerializer` says so: ``additionalProperties: false``."""
+
+    target_class = StrictSerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_serializer(
+            self.target, direction, bypass_extensions=True
+        )
+        schema["additionalProperties"] = False
+        return schema
 
 
 def _label(help_text: str) -> serializers.RegexField:

@@ -7,6 +7,7 @@ principal, proxies from Redis. Errors are raised and turned into problem+json ce
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -30,6 +31,9 @@ from pool_admin.config.models import Upstream
 from pool_admin.pool import get_pool
 
 IDEMPOTENCY_KEY_MAX = 256  # PoolOptions.max_text
+#: Visible ASCII, no spaces (what the pool accepts: activity/_validation.py ``text``).
+IDEMPOTENCY_KEY_PATTERN = rf"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}$"
+_IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}")
 
 
 def _problem(description: str) -> OpenApiResponse:
@@ -47,11 +51,12 @@ def _idempotency_key(request: Request) -> str | None:
     key = request.headers.get("Idempotency-Key")
     if key is None:
         return None
-    if not 1 <= len(key) <= IDEMPOTENCY_KEY_MAX or not key.isprintable() or not key.isascii():
+    if not _IDEMPOTENCY_KEY.fullmatch(key):
         raise Problem(
             400,
             "invalid_request",
-            f"Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} printable ASCII characters.",
+            f"Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} printable ASCII characters "
+            "without spaces.",
         )
     return key
 
@@ -79,6 +84,7 @@ class ExtractView(APIView):
                 str,
                 OpenApiParameter.HEADER,
                 description="Replays the first answer for the same client, key and body.",
+                pattern=IDEMPOTENCY_KEY_PATTERN,
             )
         ],
         responses={

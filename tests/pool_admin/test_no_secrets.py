@@ -1,0 +1,202 @@
+"""No secret leaks: not in the admin's HTML, Redis key names, log records or error bodies.
+
+One scenario end to end: a provider credential and a proxy credential go into the encrypted
+credentials store, an API client gets a key, proxies carrying the proxy credential (by
+``SecretRef``) are stocked through the real ``RedisPool`` with the store as its resolver, and a
+client extracts them over HTTP, then provokes every error it can. Only the 200 extract bodies
+may carry the proxy password (that is what an extract is for).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from cryptography.fernet import Fernet
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from activity import FetchedBatch, FetchedProxy, HealthUpdate, PoolOptions, ProxyState
+from activity.redis import RedisPool
+from pool_admin import pool as pool_module
+from pool_admin.api import auth, ratelimit
+from pool_admin.config.models import ApiClient, ApiKey, Credential, Upstream, WorkerGroup
+from pool_admin.config.secrets import CredentialStore
+from pool_admin.localservices import free_port
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+PROVIDER_SECRET = "provider-tok-Hq4!vZ9#leak-me-not"
+PROXY_PASSWORD = "proxy-pw-Kd72$wX0!never-log"
+EXTRACT = "/api/v1/extract"
+
+
+@pytest.fixture
+def world(settings, redis_url, unique_prefix):
+    settings.POOL_SECRET_KEYS = (Fernet.generate_key().decode(),)
+    pool_module.reset_pool(redis_url, unique_prefix)
+    auth.clear_cache()
+
+    store = CredentialStore()
+    provider = store.put("acme-api", PROVIDER_SECRET, username="acct-42")
+    proxy_cred = store.put(
+        "acme-proxy-auth",
+        PROXY_PASSWORD,
+        username="proxy-user",
+        purpose=Credential.Purpose.PROXY_AUTH,
+    )
+    upstream = Upstream.objects.create(
+        name="acme-us",
+        endpoint_url="https://api.acme.example/v1/proxies",
+        credential=Credential.objects.get(name="acme-api"),
+        default_region="us",
+    )
+    client_row = ApiClient.objects.create(name="crawler-1", max_count_per_request=5)
+    client_row.allowed_upstreams.add(upstream)
+    key, plaintext = ApiKey.objects.issue(client_row, name="prod")
+    group = WorkerGroup.objects.create(name="edge-us", target_capacity=10)
+    group.allowed_upstreams.add(upstream)
+
+    conn = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+    pool = RedisPool(conn, PoolOptions(prefix=unique_prefix), credentials=store)
+    now = datetime.now(UTC)
+    proxies = [
+        FetchedProxy(
+            proxy_id=f"acme-us-p{i}",
+            unique_key=f"10.9.0.{i + 1}:8080",
+            host=f"10.9.0.{i + 1}",
+            port=8080,
+            protocol="http",
+            expires_at=now + timedelta(minutes=10),
+            region="us",
+            carrier="att",
+            secret_ref=proxy_cred.ref,
+        )
+        for i in range(4)
+    ]
+    pool.upsert_fetched(FetchedBatch("acme-us", proxies, 1000, timedelta(seconds=5), now))
+    pool.apply_health(
+        [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now, latency_ms=40) for p in proxies]
+    )
+
+    prefix = f"{ApiKey.SCHEME}_{key.prefix}_"
+    assert plaintext.startswith(prefix)
+    secrets = {
+        "proxy password": PROXY_PASSWORD,
+        "provider credential": PROVIDER_SECRET,
+        "API key": plaintext,
+        "API key secret part": plaintext[len(prefix) :],
+        "provider SecretRef": provider.ref.ref,
+        "proxy SecretRef": proxy_cred.ref.ref,
+    }
+    yield {
+        "secrets": secrets,
+        "plaintext": plaintext,
+        "redis": conn,
+        "prefixes": [unique_prefix, ratelimit.key_prefix(unique_prefix)],
+        "objects": [upstream, client_row, key, group, *Credential.objects.all()],
+    }
+    conn.close()
+    pool_module.reset_pool()
+    auth.clear_cache()
+
+
+def assert_no_secret(text: str, where: str, secrets: dict[str, str]) -> None:
+    for what, value in secrets.items():
+        assert value not in text, f"{what} appears in {where}"
+
+
+def test_no_secret_in_admin_redis_keys_logs_or_errors(world, client, caplog, redis_url):
+    caplog.set_level(logging.DEBUG)
+    secrets = world["secrets"]
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {world['plaintext']}")
+
+    # The one place a proxy password belongs: a 200 extract body (and its replay).
+    ok = api.post(EXTRACT, {"count": 2, "mode": "partial"}, format="json",
+                  headers={"Idempotency-Key": "k-1"})  # fmt: skip
+    assert ok.status_code == 200, ok.content
+    assert ok.json()["proxies"][0]["password"] == PROXY_PASSWORD  # resolved through the store
+    replay = api.post(EXTRACT, {"count": 2, "mode": "partial"}, format="json",
+                      headers={"Idempotency-Key": "k-1"})  # fmt: skip
+    assert replay.status_code == 200 and replay.json()["replayed"] is True
+
+    anonymous = APIClient()
+    wrong_key = APIClient()
+    wrong_key.credentials(HTTP_AUTHORIZATION=f"Bearer {world['plaintext']}x")
+    malformed_key = APIClient()
+    malformed_key.credentials(HTTP_AUTHORIZATION=f"Basic {world['plaintext']}")
+    body = {"count": 1, "mode": "partial"}
+    errors = [
+        api.post(EXTRACT, {**body, "password": PROXY_PASSWORD}, format="json"),  # 400 unknown
+        api.post(EXTRACT, "{not json", content_type="application/json"),  # 400 parse error
+        api.post(EXTRACT, body, format="json", headers={"Idempotency-Key": "a b"}),  # 400
+        api.post(EXTRACT, {"count": 99, "mode": "partial"}, format="json"),  # 403 above limit
+        api.post(EXTRACT, {**body, "filters": {"upstream": "other"}}, format="json"),  # 403
+        api.post(EXTRACT, {"count": 5, "mode": "all_or_nothing"}, format="json"),  # 409
+        api.post(
+            EXTRACT,
+            {"count": 3, "mode": "partial"},
+            format="json",
+            headers={"Idempotency-Key": "k-1"},
+        ),  # 409 idempotency conflict
+        api.get(EXTRACT),  # 405
+        api.get("/api/v1/nowhere"),  # 404
+        anonymous.post(EXTRACT, body, format="json"),  # 401
+        wrong_key.post(EXTRACT, body, format="json"),  # 401
+        malformed_key.get("/api/v1/inventory"),  # 401
+    ]
+    # Redis stopped (nothing listens there): 503, and the log says so without secrets.
+    pool_module.reset_pool(f"redis://:{PROXY_PASSWORD}@127.0.0.1:{free_port()}/0", "t-down")
+    errors.append(api.post(EXTRACT, body, format="json"))
+    pool_module.reset_pool(redis_url, world["prefixes"][0])
+    statuses = sorted(r.status_code for r in errors)
+    assert statuses == [400, 400, 400, 401, 401, 401, 403, 403, 404, 405, 409, 409, 503], statuses
+    for response in errors:
+        assert_no_secret(response.content.decode(), f"a {response.status_code} body", secrets)
+        assert_no_secret(str(dict(response.items())), "error headers", secrets)
+    inventory = api.get("/api/v1/inventory")
+    assert inventory.status_code == 200
+    assert_no_secret(inventory.content.decode(), "the inventory body", secrets)
+
+    # The admin: every configuration model's changelist and change page, as a superuser.
+    boss = get_user_model().objects.create_superuser("boss", password="a-Long-pass-123")
+    client.force_login(boss)
+    config_models = [m for m in admin.site._registry if m._meta.app_label == "config"]
+    assert {Credential, Upstream, ApiClient, ApiKey, WorkerGroup} <= set(config_models)
+    pages = 0
+    for obj in world["objects"]:
+        obj.refresh_from_db()
+    by_model = {type(obj): [] for obj in world["objects"]}
+    for obj in world["objects"]:
+        by_model[type(obj)].append(obj)
+    for model in config_models:
+        name = f"admin:{model._meta.app_label}_{model._meta.model_name}"
+        urls = [reverse(f"{name}_changelist")]
+        urls += [reverse(f"{name}_change", args=[obj.pk]) for obj in by_model.get(model, [])]
+        urls += [reverse(f"{name}_history", args=[obj.pk]) for obj in by_model.get(model, [])]
+        for url in urls:
+            page = client.get(url)
+            assert page.status_code == 200, url
+            assert_no_secret(page.content.decode(), url, secrets)
+            pages += 1
+    assert pages >= 3 * len(config_models) - 1
+
+    # Redis key names under the test's prefixes (the pool's and the rate limiter's).
+    names = []
+    for prefix in world["prefixes"]:
+        names += [k.decode() for k in world["redis"].scan_iter(match=f"{prefix}*", count=1000)]
+    assert any(n.startswith(world["prefixes"][0]) for n in names)
+    assert_no_secret("\n".join(names), "a Redis key name", secrets)
+
+    # Every log record of the whole scenario, message and arguments formatted.
+    assert caplog.records
+    for record in caplog.records:
+        text = record.getMessage()
+        if record.exc_info:
+            text += logging.Formatter().formatException(record.exc_info)
+        assert_no_secret(text, f"a log record of {record.name}", secrets)
