@@ -119,6 +119,29 @@ def test_a_reply_lost_after_commit_is_answered_by_the_retry(redis_url):
         relay.close()
 
 
+def test_a_retried_upsert_keeps_chunks_by_input_position(redis_url):
+    """Upsert: a call that failed after its first chunk, retried once the clock dropped an
+    early candidate, still writes every survivor: chunks follow input positions."""
+    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
+    relay = CuttingRelay(port)
+    try:
+        pool, clock = _pool(relay.url, options={"script_batch_cap": 2})
+        now = clock.now()
+        pool.inventory("u1")  # the function library is loaded before replies are counted
+        batch = _proxies(now, 1, prefix="a", ttl=10 * timedelta(seconds=1)) + _proxies(
+            now, 3, prefix="b"
+        )
+        relay.cut_requests(after=1, count=2)  # chunk 1 runs; chunk 2 and its retry never arrive
+        with pytest.raises(StoreUnavailable):
+            pool.upsert_fetched(FetchedBatch("u1", batch, 100, timedelta(seconds=5), now, "op-1"))
+        clock.advance(6 * timedelta(seconds=1))  # "a0" is inside its safety margin now
+        again = FetchedBatch("u1", batch, 100, timedelta(seconds=5), clock.now(), "op-1")
+        pool.upsert_fetched(again)
+        assert pool.inventory("u1") == 4  # a0 and b0 (the first call's chunk), b1 and b2
+    finally:
+        relay.close()
+
+
 def test_a_script_cache_flush_between_calls_is_invisible(redis_url):
     """故障语义: SCRIPT FLUSH (failover, restart of the cache) reloads transparently."""
     pool, clock = _pool(redis_url)

@@ -2,7 +2,8 @@
 
 Fault tests put it in front of a real Redis: `cut_next_reply()` lets the next request reach the
 server (so a script commits) and then closes the client's connection instead of delivering the
-answer -- the "connection died after commit, before the reply was read" case of ADR-005.
+answer -- the "connection died after commit, before the reply was read" case of ADR-005;
+`cut_requests()` loses requests before the server sees them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ class CuttingRelay:
         self._target = (target_host, target_port)
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
-        self._armed = threading.Event()
+        self._lock = threading.Lock()
+        # Per direction ("reply" server->client, "request" client->server): how many messages
+        # to deliver before cutting, and how many to cut after that.
+        self._plan = {"reply": [0, 0], "request": [0, 0]}
         self.cuts = 0
         self._closing = False
         self._sockets: list[socket.socket] = []
@@ -28,7 +32,29 @@ class CuttingRelay:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def cut_next_reply(self) -> None:
-        self._armed.set()
+        self.cut_replies(after=0, count=1)
+
+    def cut_replies(self, *, after: int, count: int) -> None:
+        """Deliver `after` more replies, then cut the `count` after them (they ran)."""
+        with self._lock:
+            self._plan["reply"] = [after, count]
+
+    def cut_requests(self, *, after: int, count: int) -> None:
+        """Deliver `after` more requests, then cut the `count` after them (they never ran)."""
+        with self._lock:
+            self._plan["request"] = [after, count]
+
+    def _cut(self, direction: str) -> bool:
+        with self._lock:
+            plan = self._plan[direction]
+            if plan[0] > 0:
+                plan[0] -= 1
+                return False
+            if plan[1] > 0:
+                plan[1] -= 1
+                self.cuts += 1
+                return True
+            return False
 
     def close(self) -> None:
         self._closing = True
@@ -50,10 +76,8 @@ class CuttingRelay:
     def _pump(self, src: socket.socket, dst: socket.socket, replies: bool) -> None:
         try:
             while data := src.recv(65536):
-                if replies and self._armed.is_set():
-                    self._armed.clear()
-                    self.cuts += 1
-                    break  # the server answered; the client never hears it
+                if self._cut("reply" if replies else "request"):
+                    break  # the message is lost on the way, and the connection with it
                 dst.sendall(data)
         except OSError:
             pass
