@@ -1,16 +1,12 @@
 """manage.py ensure_admin: creates once, idempotent, never prints a secret it did not make."""
 
-import os
-import subprocess
-import sys
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.harness.commands import manage
 
 
 def run(monkeypatch, **env):
@@ -60,16 +56,7 @@ def test_weak_password_is_refused_without_echoing_it(monkeypatch):
 
 
 def test_bad_username_exits_non_zero_with_one_line_reason():
-    env = {**os.environ, "ADMIN_USERNAME": "no spaces allowed!"}
-    done = subprocess.run(
-        [sys.executable, "manage.py", "ensure_admin"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = manage("ensure_admin", ADMIN_USERNAME="no spaces allowed!")
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
         "CommandError: ADMIN_USERNAME 'no spaces allowed!' is not a valid username"

@@ -1,27 +1,17 @@
 """Settings fail fast on bad configuration, naming the variable and hiding passwords."""
 
 import os
-import subprocess
-import sys
 from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
 
 from pool_admin.celery import app
+from tests.harness.commands import run_python
 
 
 def import_settings(**overrides):
-    env = {k: v for k, v in os.environ.items() if k not in overrides}
-    env.update({k: v for k, v in overrides.items() if v is not None})
-    return subprocess.run(
-        [sys.executable, "-c", "import pool_admin.settings"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_python("-c", "import pool_admin.settings", **overrides)
 
 
 @pytest.mark.parametrize(
@@ -84,4 +74,5 @@ def test_celery_app_reads_django_settings():
     assert app.conf.broker_url == settings.CELERY_BROKER_URL
     assert app.conf.result_backend is None
     assert app.conf.beat_scheduler == "django_celery_beat.schedulers:DatabaseScheduler"
+    app.loader.import_default_modules()  # what a worker does at start: task autodiscovery
     assert "pool_admin.heartbeat" in app.tasks

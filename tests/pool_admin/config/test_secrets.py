@@ -1,10 +1,7 @@
 """Encryption at rest, key rotation, and the CredentialStore behind SecretRef."""
 
 import os
-import subprocess
-import sys
 from io import StringIO
-from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -21,10 +18,9 @@ from activity.credentials import (
 from pool_admin.config import secrets as secret_box
 from pool_admin.config.models import Credential
 from pool_admin.config.secrets import CredentialStore, SecretUnreadable
+from tests.harness.commands import manage
 
 from .conftest import SECRET
-
-REPO = Path(__file__).resolve().parents[3]
 
 
 def stored_ciphertext(pk):
@@ -187,20 +183,8 @@ def database_url_of_test_db():
 @pytest.mark.postgres
 def test_command_exits_non_zero_with_one_line_reason(keys):
     CredentialStore().put("acme-api", SECRET)  # committed: transaction=True
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_of_test_db(),
-        "POOL_SECRET_KEY": f"{keys.new}",  # cannot read the row
-    }
-    done = subprocess.run(
-        [sys.executable, "manage.py", "rotate_secret_key"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    database = database_url_of_test_db()
+    done = manage("rotate_secret_key", DATABASE_URL=database, POOL_SECRET_KEY=keys.new)
     assert done.returncode != 0
     row = Credential.objects.get()
     assert done.stderr.strip().splitlines() == [
@@ -209,15 +193,8 @@ def test_command_exits_non_zero_with_one_line_reason(keys):
     ]
     assert done.stdout == ""
 
-    env["POOL_SECRET_KEY"] = f"{keys.new},{keys.old}"
-    done = subprocess.run(
-        [sys.executable, "manage.py", "rotate_secret_key"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    done = manage(
+        "rotate_secret_key", DATABASE_URL=database, POOL_SECRET_KEY=f"{keys.new},{keys.old}"
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "re-encrypted 1 of 1"
