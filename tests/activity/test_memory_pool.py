@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 
 import activity
 from activity import (
-    ExtractFilters,
     ExtractMode,
     ExtractRequest,
     FetchedBatch,
@@ -74,50 +73,6 @@ def test_the_public_surface_of_the_architecture_imports():
         "REMOVED",
     }
     assert {m.name for m in ExtractMode} == {"PARTIAL", "ALL_OR_NOTHING"}
-
-
-def test_the_architecture_example_runs_on_memory_pool():
-    """The example in ARCHITECTURE.md, on the reference implementation."""
-    now = datetime.now(UTC)
-    pool = MemoryPool(PoolOptions())
-    result = pool.upsert_fetched(
-        FetchedBatch(
-            upstream_id="u1",
-            proxies=[
-                FetchedProxy(
-                    proxy_id="p1",
-                    unique_key="10.0.0.1:8080",
-                    host="10.0.0.1",
-                    port=8080,
-                    protocol="http",
-                    expires_at=now + timedelta(minutes=10),
-                    region="us",
-                    carrier="att",
-                    max_concurrency=4,
-                )
-            ],
-            max_size=1000,
-            safety_margin=timedelta(seconds=5),
-            fetched_at=now,
-        )
-    )
-    assert (result.inserted, result.refreshed, result.dropped) == (1, 0, 0)
-    pool.apply_health(
-        [HealthUpdate(proxy_id="p1", state=ProxyState.AVAILABLE, checked_at=now, latency_ms=80)]
-    )
-    res = pool.extract(
-        ExtractRequest(
-            client_id="c1",
-            count=1,
-            mode=ExtractMode.ALL_OR_NOTHING,
-            filters=ExtractFilters(region="us"),
-            idempotency_key="k1",
-        )
-    )
-    assert res.proxies[0].proxy_id == "p1" and res.replayed is False
-    assert pool.inventory("u1") == 0
-    assert pool.upstream_inventory("u1").managed == 0
-    assert pool.sweep(limit=500).expired == 0
 
 
 def test_error_codes_are_unique_and_complete():

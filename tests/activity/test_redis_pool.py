@@ -68,78 +68,51 @@ def _pool(url: str, **kw) -> tuple[RedisPool, ManualClock]:
     return RedisPool(client, options, clock=clock, **kw), clock
 
 
-def test_the_architecture_example_runs_on_a_plain_client(redis_url):
-    """ARCHITECTURE "Public surface": RedisPool(redis.Redis.from_url(url), PoolOptions(...))."""
-    now = datetime.now(UTC)
-    pool = RedisPool(
-        redis.Redis.from_url(redis_url), PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}")
-    )
-    proxy = FetchedProxy(
-        proxy_id="p1",
-        unique_key="10.0.0.1:8080",
-        host="10.0.0.1",
-        port=8080,
-        protocol="http",
-        expires_at=now + timedelta(minutes=10),
-        region="us",
-        carrier="att",
-        max_concurrency=4,
-    )
-    result = pool.upsert_fetched(FetchedBatch("u1", [proxy], 1000, timedelta(seconds=5), now))
-    assert (result.inserted, result.refreshed, result.dropped) == (1, 0, 0)
-    pool.apply_health([HealthUpdate("p1", ProxyState.AVAILABLE, now, latency_ms=80)])
-    res = pool.extract(ExtractRequest("c1", 1, ExtractMode.ALL_OR_NOTHING, idempotency_key="k1"))
-    assert res.proxies[0].proxy_id == "p1" and not res.replayed
-    assert pool.inventory("u1") == 0
-    assert pool.upstream_inventory("u1").managed == 0
-
-
-def test_a_reply_lost_after_commit_is_answered_by_the_retry(redis_url):
-    """故障语义: the connection dies after the script committed; the retry replays, once."""
+@pytest.fixture
+def relay(redis_url):
+    """A CuttingRelay in front of the run's Redis, closed at the end."""
     port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
     relay = CuttingRelay(port)
-    try:
-        pool, clock = _pool(relay.url)
-        now = clock.now()
-        relay.cut_next_reply()
-        first = pool.upsert_fetched(FetchedBatch("u1", _proxies(now, 5), 100, MIN / 12, now))
-        assert relay.cuts == 1
-        assert (first.inserted, first.replayed) == (5, False)  # the retry saw the stored chunk
-        assert pool.inventory("u1") == 5
-        pool.apply_health([HealthUpdate(f"p{i}", ProxyState.AVAILABLE, now) for i in range(5)])
-        relay.cut_next_reply()
-        got = pool.extract(ExtractRequest("c1", 2, request_id="req-1"))
-        assert relay.cuts == 2
-        assert got.returned == 2 and not got.replayed  # our own retry is the first answer
-        assert pool.inventory("u1") == 3  # taken once, not twice
-        relay.cut_next_reply()
-        with pytest.raises(StoreUnavailable):  # no key, no request ID: not retried blindly
-            pool.extract(ExtractRequest("c1", 1))
-    finally:
-        relay.close()
+    yield relay
+    relay.close()
 
 
-def test_a_retried_upsert_keeps_chunks_by_input_position(redis_url):
+def test_a_reply_lost_after_commit_is_answered_by_the_retry(relay):
+    """故障语义: the connection dies after the script committed; the retry replays, once."""
+    pool, clock = _pool(relay.url)
+    now = clock.now()
+    relay.cut_next_reply()
+    first = pool.upsert_fetched(FetchedBatch("u1", _proxies(now, 5), 100, MIN / 12, now))
+    assert relay.cuts == 1
+    assert (first.inserted, first.replayed) == (5, False)  # the retry saw the stored chunk
+    assert pool.inventory("u1") == 5
+    pool.apply_health([HealthUpdate(f"p{i}", ProxyState.AVAILABLE, now) for i in range(5)])
+    relay.cut_next_reply()
+    got = pool.extract(ExtractRequest("c1", 2, request_id="req-1"))
+    assert relay.cuts == 2
+    assert got.returned == 2 and not got.replayed  # our own retry is the first answer
+    assert pool.inventory("u1") == 3  # taken once, not twice
+    relay.cut_next_reply()
+    with pytest.raises(StoreUnavailable):  # no key, no request ID: not retried blindly
+        pool.extract(ExtractRequest("c1", 1))
+
+
+def test_a_retried_upsert_keeps_chunks_by_input_position(relay):
     """Upsert: a call that failed after its first chunk, retried once the clock dropped an
     early candidate, still writes every survivor: chunks follow input positions."""
-    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
-    relay = CuttingRelay(port)
-    try:
-        pool, clock = _pool(relay.url, options={"script_batch_cap": 2})
-        now = clock.now()
-        pool.inventory("u1")  # the function library is loaded before replies are counted
-        batch = _proxies(now, 1, prefix="a", ttl=10 * timedelta(seconds=1)) + _proxies(
-            now, 3, prefix="b"
-        )
-        relay.cut_requests(after=1, count=2)  # chunk 1 runs; chunk 2 and its retry never arrive
-        with pytest.raises(StoreUnavailable):
-            pool.upsert_fetched(FetchedBatch("u1", batch, 100, timedelta(seconds=5), now, "op-1"))
-        clock.advance(6 * timedelta(seconds=1))  # "a0" is inside its safety margin now
-        again = FetchedBatch("u1", batch, 100, timedelta(seconds=5), clock.now(), "op-1")
-        pool.upsert_fetched(again)
-        assert pool.inventory("u1") == 4  # a0 and b0 (the first call's chunk), b1 and b2
-    finally:
-        relay.close()
+    pool, clock = _pool(relay.url, options={"script_batch_cap": 2})
+    now = clock.now()
+    pool.inventory("u1")  # the function library is loaded before replies are counted
+    batch = _proxies(now, 1, prefix="a", ttl=10 * timedelta(seconds=1)) + _proxies(
+        now, 3, prefix="b"
+    )
+    relay.cut_requests(after=1, count=2)  # chunk 1 runs; chunk 2 and its retry never arrive
+    with pytest.raises(StoreUnavailable):
+        pool.upsert_fetched(FetchedBatch("u1", batch, 100, timedelta(seconds=5), now, "op-1"))
+    clock.advance(6 * timedelta(seconds=1))  # "a0" is inside its safety margin now
+    again = FetchedBatch("u1", batch, 100, timedelta(seconds=5), clock.now(), "op-1")
+    pool.upsert_fetched(again)
+    assert pool.inventory("u1") == 4  # a0 and b0 (the first call's chunk), b1 and b2
 
 
 def test_a_script_cache_flush_between_calls_is_invisible(redis_url):
@@ -277,29 +250,24 @@ def test_key_lifetimes_only_grow(redis_url):
     assert client.pttl(ns + "epoch") >= session_floor
 
 
-def test_redis_py_never_retries_behind_our_back(redis_url):
+def test_redis_py_never_retries_behind_our_back(relay):
     """故障语义: a lost reply to an assign is StoreUnavailable (outcome unknown), and the
     assign ran once, even with a client configured to retry on its own."""
-    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
-    relay = CuttingRelay(port)
-    try:
-        clock = ManualClock(datetime.now(UTC))
-        eager = redis.Redis(
-            host="127.0.0.1",
-            port=relay.port,
-            socket_timeout=5,
-            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 10),
-            retry_on_error=[redis.ConnectionError],
-        )
-        pool = RedisPool(eager, PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}"), clock=clock)
-        _stock(pool, clock.now(), 2)
-        relay.cut_next_reply()
-        with pytest.raises(StoreUnavailable):
-            pool.assign(clock.now(), "p0", "w1", MIN)
-        assert pool.get("p0").epoch == 1  # it ran, once: no second epoch, no "already_owned"
-        assert pool.assign(clock.now(), "p1", "w1", MIN).epoch == 2
-    finally:
-        relay.close()
+    clock = ManualClock(datetime.now(UTC))
+    eager = redis.Redis(
+        host="127.0.0.1",
+        port=relay.port,
+        socket_timeout=5,
+        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 10),
+        retry_on_error=[redis.ConnectionError],
+    )
+    pool = RedisPool(eager, PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}"), clock=clock)
+    _stock(pool, clock.now(), 2)
+    relay.cut_next_reply()
+    with pytest.raises(StoreUnavailable):
+        pool.assign(clock.now(), "p0", "w1", MIN)
+    assert pool.get("p0").epoch == 1  # it ran, once: no second epoch, no "already_owned"
+    assert pool.assign(clock.now(), "p1", "w1", MIN).epoch == 2
 
 
 def test_a_replica_that_cannot_load_the_library_is_store_unavailable(private_redis):
