@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from redis_pool import fill  # noqa: E402  (bench/redis_pool.py)
 
 from activity import PoolOptions, RedisPool  # noqa: E402
+from pool_admin.launcher import gunicorn_command  # noqa: E402
 from pool_admin.localservices import RedisServer, create_database_if_missing, free_port  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/pool_admin_bench"
@@ -294,15 +295,13 @@ def run(
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             log = (tmp / "gunicorn.log").open("wb")
+            argv = gunicorn_command(f"127.0.0.1:{port}", args.workers)
             gunicorn = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "pool_admin.wsgi",
-                 "--bind", f"127.0.0.1:{port}", "--workers", str(args.workers),
-                 "--graceful-timeout", "10", "--no-control-socket", "--access-logfile", "-"],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
             wait_serving(base, gunicorn)
-            print(f"gunicorn: {args.workers} sync workers on {base}; logs in {tmp}")
+            print(f"gunicorn (as make run): {' '.join(argv[3:])}; logs in {tmp}")
 
             def script_for(label: str) -> Path:
                 path = tmp / f"{label}.lua"

@@ -204,15 +204,24 @@ SETUP_STEPS = [
 ]
 
 
+def gunicorn_command(bind: str, workers: int | None = None) -> list[str]:
+    """The web server's command line: ``make run`` and ``bench/api.py`` both run exactly this.
+
+    One worker process per core (``workers`` overrides it), access log on stdout.
+    """
+    count = workers if workers is not None else os.cpu_count() or 1
+    web = ["--bind", bind, "--workers", str(count), "--graceful-timeout", "10"]
+    web.append("--no-control-socket")  # gunicorn's default ~/.gunicorn/gunicorn.ctl is shared
+    return [sys.executable, "-m", "gunicorn", "pool_admin.wsgi", *web, "--access-logfile", "-"]
+
+
 def child_commands(bind: str) -> list[tuple[str, list[str]]]:
     """The long-running children: web (one worker per core), one small worker, beat."""
     py = sys.executable
     celery = [py, "-m", "celery", "-A", "pool_admin"]
-    web = ["--bind", bind, "--workers", str(os.cpu_count() or 1), "--graceful-timeout", "10"]
-    web.append("--no-control-socket")  # gunicorn's default ~/.gunicorn/gunicorn.ctl is shared
     worker = ["--concurrency", "1", "--without-gossip", "--without-mingle"]
     return [
-        ("gunicorn", [py, "-m", "gunicorn", "pool_admin.wsgi", *web, "--access-logfile", "-"]),
+        ("gunicorn", gunicorn_command(bind)),
         ("celery worker", [*celery, "worker", "--loglevel", "INFO", *worker]),
         ("celery beat", [*celery, "beat", "--loglevel", "INFO"]),
     ]
