@@ -1,15 +1,20 @@
 """The one extract code path, shared by ``POST /api/v1/extract`` and ``manage.py extract``.
 
 ``perform_extract`` applies, in order: the client's requests-per-second limit (429), the body's
-validation (400, the API's serializer), its largest count (403), its allowed upstreams, regions
-and protocols (403), its proxies-per-minute limit (429), then ``RedisPool.extract`` with its
-gateway reserve and idempotency TTL, counts the returned proxies against the per-minute limit
-and emits one usage event. Errors are raised; the API's exception handler (problems.py) and the
-command each turn them into their own output.
+validation (400, the API's serializer), its largest count (403), its allowed upstreams,
+regions and protocols (403), its proxies-per-minute limit (429), then ``RedisPool.extract`` with
+its gateway reserve and idempotency TTL, gives back to the per-minute limit what it did not hand
+out, and emits one usage event. Errors are raised; the API's exception handler (problems.py)
+and the command each turn them into their own output.
+
+Both limits are taken in one Redis call once the body is known to be valid and allowed
+(ratelimit.py); a call refused by the body or its filters takes only its request, and a
+requests-per-second refusal still comes first.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from datetime import timedelta
@@ -19,10 +24,12 @@ from activity import ExtractFilters, ExtractMode, ExtractRequest, ExtractResult
 from activity.errors import ActivityError
 from pool_admin.api.auth import Principal
 from pool_admin.api.problems import Forbidden
-from pool_admin.api.ratelimit import get_limiter
+from pool_admin.api.ratelimit import ClientLimiter, Reservation, get_limiter
 from pool_admin.api.serializers import ExtractRequestSerializer
 from pool_admin.api.usage import emit_usage
 from pool_admin.pool import get_pool
+
+logger = logging.getLogger(__name__)
 
 
 def _restrict(dimension: str, given: str | None, allowed: frozenset[str]) -> str | None:
@@ -50,6 +57,16 @@ def vars_of(filters: ExtractFilters) -> dict[str, str | None]:
     }
 
 
+def _give_back(limiter: ClientLimiter, reservation: Reservation, units: int) -> None:
+    """Refund unused proxies; a failure only over-counts the client, so it is logged."""
+    if units <= 0:
+        return
+    try:
+        limiter.refund(reservation, units)
+    except Exception as exc:  # the extract's own outcome stands
+        logger.warning("could not give back %d proxies to the limit: %s", units, type(exc).__name__)
+
+
 def perform_extract(
     principal: Principal,
     raw_body: Any,
@@ -59,23 +76,25 @@ def perform_extract(
 ) -> ExtractResult:
     """Validate ``raw_body`` (the API's JSON body) and extract for ``principal``."""
     limiter = get_limiter()
-    limiter.hit_request(principal)
-    body = ExtractRequestSerializer(data=raw_body)
-    body.is_valid(raise_exception=True)
-    data = body.validated_data
-    count = data["count"]
-    if count > principal.max_count_per_request:
-        raise Forbidden(
-            f"count may be at most {principal.max_count_per_request} for this client.",
+    try:
+        body = ExtractRequestSerializer(data=raw_body)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        count = data["count"]
+        if count > principal.max_count_per_request:
+            raise Forbidden(
+                f"count may be at most {principal.max_count_per_request} for this client.",
+            )
+        given = data.get("filters") or {}
+        filters = ExtractFilters(
+            protocol=_restrict("protocol", given.get("protocol"), principal.allowed_protocols),
+            region=_restrict("region", given.get("region"), principal.allowed_regions),
+            carrier=given.get("carrier"),
+            upstream=_restrict("upstream", given.get("upstream"), principal.allowed_upstreams),
         )
-    given = data.get("filters") or {}
-    filters = ExtractFilters(
-        protocol=_restrict("protocol", given.get("protocol"), principal.allowed_protocols),
-        region=_restrict("region", given.get("region"), principal.allowed_regions),
-        carrier=given.get("carrier"),
-        upstream=_restrict("upstream", given.get("upstream"), principal.allowed_upstreams),
-    )
-    limiter.check_proxies(principal, count)
+    except Exception:
+        limiter.hit_request(principal)  # every call counts; over the limit, 429 comes first
+        raise
     remaining = data.get("min_remaining_s")
     request_id = request_id or uuid.uuid4().hex
     extract = ExtractRequest(
@@ -88,7 +107,6 @@ def perform_extract(
         min_remaining=None if remaining is None else timedelta(seconds=remaining),
         reserve_for_gateway=principal.gateway_reserve,
     )
-    started = time.monotonic()
     event: dict[str, Any] = {
         "event": "extract",
         "source": source,
@@ -101,10 +119,14 @@ def perform_extract(
         "idempotent": idempotency_key is not None,
         "outcome": "error",
     }
+    reservation = limiter.take(principal, count)
+    started = time.monotonic()
     try:
         result = get_pool(principal.idempotency_ttl).extract(extract)
-    except ActivityError as exc:
-        event.update(outcome=exc.code, returned=0, replayed=False)
+    except BaseException as exc:
+        if isinstance(exc, ActivityError):
+            event.update(outcome=exc.code, returned=0, replayed=False)
+        _give_back(limiter, reservation, count)
         raise
     else:
         event.update(outcome="ok", returned=result.returned, replayed=result.replayed)
@@ -112,6 +134,5 @@ def perform_extract(
     finally:
         event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
         emit_usage(event)
-    if not result.replayed:
-        limiter.consume_proxies(principal, result.returned)
+    _give_back(limiter, reservation, count if result.replayed else count - result.returned)
     return result

@@ -1,41 +1,59 @@
 """Per-client rate limits, enforced in Redis so every web process shares them.
 
-Two limits per API client, both counted with the ``limits`` library's sliding window counter
-(one atomic Lua script per check, two small counters per limit and client):
+Two limits per API client, each a sliding window counter (``ratelimit.lua``: one small hash per
+limit and client holding the current and the previous window's counts; the count at a moment is
+the current window's plus the previous window's weighted by how much of it still overlaps the
+last window length, rounded down). One Lua script call does both checks atomically, so an
+extract costs one Redis round trip for its limits:
 
 * ``requests_per_second``: every authenticated extract call (also one that fails later, e.g.
-  with a 400 or 403) takes one unit; when none is left the call is a 429 before anything else.
-* ``proxies_per_minute``: counts the proxies an extract *returned*. Before the pool is asked,
-  the call is refused (429) unless ``count`` more would fit in the window; after it, the number
-  actually returned is consumed (a partial extract that found 2 of 10 uses 2, a replayed
-  idempotent answer uses none: it hands out no new proxy). Two concurrent calls may both pass
-  the check; if the second's consumption no longer fits, the window is filled to its limit
-  instead, so the overshoot is bounded by what was in flight and the next call is refused.
+  with a 400 or 403) takes one unit; when none is left the call is a 429 before anything else
+  (:meth:`ClientLimiter.hit_request` alone takes it for calls that go no further).
+* ``proxies_per_minute``: counts the proxies an extract *returned*. :meth:`ClientLimiter.take`
+  takes the request *and* ``count`` proxies in the same atomic step, before the pool is asked:
+  the call is refused (429, nothing taken but its request) unless ``count`` more fit. After the
+  pool answers, the shortfall is given back (:meth:`ClientLimiter.refund`: a partial extract
+  that found 2 of 10 gives back 8; an idempotent replay, which hands out no new proxy, and a
+  failed extract give back all). So concurrent calls can never together go over the limit; a
+  call may instead be refused while another's reservation is in flight and later given back.
+  A ``count`` above the per-minute limit can never fit (429 with the longest ``Retry-After``).
 
-Keys live under ``<POOL_PREFIX>:ratelimit`` in the pool's Redis and name the client by its ID
-(the ``ApiClient`` name), never by an API key, e.g.
-``pp:ratelimit:LIMITER/rps/crawler-1/50/1/second/<window>``. A Redis error propagates (the
-exception handler turns it into 503 ``store_unavailable``): no limit check, no extract.
+``Retry-After`` (whole seconds, at least 1, at most two windows): the time until the refused
+cost would fit if nobody else took anything. If the current window alone holds more than
+``limit - cost``, that is the rest of this window plus the part of the next one after which the
+current count, decayed as the previous window's, leaves room; otherwise it is the time until the
+previous window's decaying share leaves room.
+
+Keys live under ``<POOL_PREFIX>:ratelimit`` in the pool's Redis and name the client
+by its ID (the ``ApiClient`` name) and the limit, never by an API key, e.g.
+``pp:ratelimit:rps/crawler-1/50/1s`` and ``pp:ratelimit:ppm/crawler-1/1000/60s``; a changed
+limit starts a fresh count. A Redis error propagates (the exception handler turns it into 503
+``store_unavailable``): no limit check, no extract.
+
+Windows follow Redis's clock (``TIME`` inside the script, Redis 7 replicates a script's
+effects); tests pass a ``clock``. Why our own script rather than the ``limits`` library: README,
+"Rate limits".
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
-from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
-from limits.storage import RedisStorage
-from limits.strategies import SlidingWindowCounterRateLimiter
+import redis
 
 from pool_admin import pool as pool_module
 from pool_admin.api.problems import RateLimited
 
-logger = logging.getLogger(__name__)
-
 #: Seconds a limiter call may take before Redis counts as unavailable.
 SOCKET_TIMEOUT_S = 2.0
+RPS_WINDOW_S = 1
+PPM_WINDOW_S = 60
+SCRIPT = (Path(__file__).with_name("ratelimit.lua")).read_text()
 
 
 class Limited(Protocol):
@@ -53,79 +71,93 @@ def key_prefix(pool_prefix: str) -> str:
     return f"{pool_prefix}:ratelimit"
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """Proxies taken from a client's per-minute limit ahead of an extract (see ``refund``)."""
+
+    key: str
+    window: int
+    count: int
+
+
+def retry_after(wait_ms: int, window_s: int) -> int:
+    """Whole seconds for ``Retry-After``: at least 1, at most two windows."""
+    return max(1, min(2 * window_s, math.ceil(wait_ms / 1000)))
+
+
 class ClientLimiter:
-    """The two limits of every client over one Redis storage."""
+    """The two limits of every client over one Redis."""
 
-    def __init__(self, url: str, pool_prefix: str) -> None:
-        self.storage = RedisStorage(
-            url,
-            key_prefix=key_prefix(pool_prefix),
-            socket_timeout=SOCKET_TIMEOUT_S,
-            socket_connect_timeout=SOCKET_TIMEOUT_S,
+    def __init__(
+        self, url: str, pool_prefix: str, clock: Callable[[], float] | None = None
+    ) -> None:
+        self.key_prefix = key_prefix(pool_prefix)
+        self.redis = redis.Redis.from_url(
+            url, socket_timeout=SOCKET_TIMEOUT_S, socket_connect_timeout=SOCKET_TIMEOUT_S
         )
-        self.limiter = SlidingWindowCounterRateLimiter(self.storage)
+        self._script = self.redis.register_script(SCRIPT)
+        #: Seconds since the epoch; None: Redis's own clock.
+        self._clock = clock
 
-    @staticmethod
-    def _rps(client: Limited) -> RateLimitItem:
-        return RateLimitItemPerSecond(client.requests_per_second, namespace="rps")
+    def keys(self, client: Limited) -> tuple[str, str]:
+        """The requests-per-second and proxies-per-minute keys of ``client``."""
+        return (
+            f"{self.key_prefix}:rps/{client.client_id}/{client.requests_per_second}"
+            f"/{RPS_WINDOW_S}s",
+            f"{self.key_prefix}:ppm/{client.client_id}/{client.proxies_per_minute}/{PPM_WINDOW_S}s",
+        )
 
-    @staticmethod
-    def _ppm(client: Limited) -> RateLimitItem:
-        return RateLimitItemPerMinute(client.proxies_per_minute, namespace="ppm")
+    def _now_ms(self) -> int:
+        return -1 if self._clock is None else int(self._clock() * 1000)
 
     def hit_request(self, client: Limited) -> None:
         """Take one request from the client's per-second limit, or raise ``RateLimited``."""
-        item = self._rps(client)
-        if not self.limiter.hit(item, client.client_id):
-            wait = self._wait(item, client.client_id, 1)
+        self.take(client, 0)
+
+    def take(self, client: Limited, count: int) -> Reservation:
+        """Take one request and ``count`` proxies atomically, or raise ``RateLimited``.
+
+        A refusal of the proxies still takes the request. Give back what the extract did not
+        hand out with :meth:`refund`.
+        """
+        rps_key, ppm_key = self.keys(client)
+        args = (
+            "take",
+            self._now_ms(),
+            client.requests_per_second,
+            RPS_WINDOW_S * 1000,
+            client.proxies_per_minute,
+            PPM_WINDOW_S * 1000,
+            count,
+        )
+        reply = self._script(keys=[rps_key, ppm_key], args=args)
+        outcome = int(reply[0])
+        if outcome == 0:
+            return Reservation(ppm_key, int(reply[1]), count)
+        if outcome == 1:
+            wait = retry_after(int(reply[1]), RPS_WINDOW_S)
             raise RateLimited(
                 f"More than {client.requests_per_second} requests per second; retry in {wait} s.",
                 wait,
             )
-
-    def check_proxies(self, client: Limited, count: int) -> None:
-        """Raise ``RateLimited`` unless ``count`` more proxies fit in the per-minute limit."""
-        item = self._ppm(client)
-        if count > item.amount or not self.limiter.test(item, client.client_id, cost=count):
-            wait = self._wait(item, client.client_id, count)
-            remaining = self.limiter.get_window_stats(item, client.client_id).remaining
-            raise RateLimited(
-                f"{count} more proxies would exceed {client.proxies_per_minute} per minute "
-                f"(about {remaining} left); retry in {wait} s.",
-                wait,
-            )
-
-    def consume_proxies(self, client: Limited, returned: int) -> None:
-        """Count ``returned`` proxies; if a concurrent call used the room, fill the window."""
-        if returned <= 0:
-            return
-        item = self._ppm(client)
-        if self.limiter.hit(item, client.client_id, cost=min(returned, item.amount)):
-            return
-        left = self.limiter.get_window_stats(item, client.client_id).remaining
-        if left > 0:
-            self.limiter.hit(item, client.client_id, cost=left)
-        logger.info("client %s went over its proxies-per-minute limit", client.client_id)
-
-    def _wait(self, item: RateLimitItem, client_id: str, cost: int) -> int:
-        """Whole seconds until ``cost`` units fit again (at least 1, at most two windows)."""
-        expiry = item.get_expiry()
-        prev, prev_ttl, cur, cur_ttl = self.storage.get_sliding_window(
-            item.key_for(client_id), expiry
+        wait = retry_after(int(reply[1]), PPM_WINDOW_S)
+        raise RateLimited(
+            f"{count} more proxies would exceed {client.proxies_per_minute} per minute "
+            f"(about {int(reply[2])} left); retry in {wait} s.",
+            wait,
         )
-        room = item.amount - cost  # the weighted count must fall to this
-        if room < 0:
-            return 2 * expiry
-        if cur > room:
-            # The current counter (kept for two windows) must become the previous one, after
-            # ``cur_ttl - expiry``, then decay far enough.
-            wait = max(0.0, cur_ttl - expiry) + expiry * (1 - room / cur)
-        elif prev > 0:
-            # Only the previous window's share decays: prev * (prev_ttl - t) / expiry + cur.
-            wait = prev_ttl - expiry * (room - cur) / prev
-        else:
-            wait = 0.0
-        return max(1, min(2 * expiry, math.ceil(wait)))
+
+    def refund(self, reservation: Reservation, units: int) -> bool:
+        """Give back ``units`` of a reservation; False if its window no longer counts."""
+        if units <= 0 or reservation.count <= 0:
+            return False
+        units = min(units, reservation.count)
+        args = ("refund", self._now_ms(), PPM_WINDOW_S * 1000, reservation.window, units)
+        reply = self._script(keys=[reservation.key], args=args)
+        return bool(reply)
+
+    def close(self) -> None:
+        self.redis.close()
 
 
 _lock = threading.Lock()
@@ -142,6 +174,6 @@ def get_limiter() -> ClientLimiter:
     with _lock:
         if _limiter is None or _limiter[0] != target:
             if _limiter is not None:
-                _limiter[1].storage.storage.close()
+                _limiter[1].close()
             _limiter = (target, ClientLimiter(*target))
         return _limiter[1]
