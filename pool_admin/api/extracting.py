@@ -1,7 +1,7 @@
 """The one extract code path, shared by ``POST /api/v1/extract`` and ``manage.py extract``.
 
 ``perform_extract`` applies, in order: the client's requests-per-second limit (429), the body's
-validation (400, the API's serializer), its largest count (403), its allowed upstreams,
+validation (400, the API's serializer rules), its largest count (403), its allowed upstreams,
 regions and protocols (403), its proxies-per-minute limit (429), then ``RedisPool.extract`` with
 its gateway reserve and idempotency TTL, gives back to the per-minute limit what it did not hand
 out, and emits one usage event. Errors are raised; the API's exception handler (problems.py)
@@ -25,7 +25,7 @@ from activity.errors import ActivityError
 from pool_admin.api.auth import Principal
 from pool_admin.api.problems import Forbidden
 from pool_admin.api.ratelimit import ClientLimiter, Reservation, get_limiter
-from pool_admin.api.serializers import ExtractRequestSerializer
+from pool_admin.api.serializers import validate_extract_body
 from pool_admin.api.usage import emit_usage
 from pool_admin.pool import get_pool
 
@@ -77,9 +77,7 @@ def perform_extract(
     """Validate ``raw_body`` (the API's JSON body) and extract for ``principal``."""
     limiter = get_limiter()
     try:
-        body = ExtractRequestSerializer(data=raw_body)
-        body.is_valid(raise_exception=True)
-        data = body.validated_data
+        data = validate_extract_body(raw_body)
         count = data["count"]
         if count > principal.max_count_per_request:
             raise Forbidden(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
@@ -68,6 +69,58 @@ class ExtractRequestSerializer(StrictSerializer):
         required=False,
         help_text="Only proxies usable for at least this many seconds.",
     )
+
+
+_TOP_FIELDS = frozenset({"count", "mode", "filters", "min_remaining_s"})
+_FILTER_FIELDS = frozenset({"protocol", "region", "carrier", "upstream"})
+_MODES = frozenset(m.value for m in ExtractMode)
+_PROTOCOLS = frozenset(PROTOCOLS)
+_LABEL = re.compile(LABEL_REGEX)
+
+
+def _plain_int(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _plain_filters(filters: Any) -> bool:
+    if type(filters) is not dict or not filters.keys() <= _FILTER_FIELDS:
+        return False
+    for name, value in filters.items():
+        if value is None:
+            continue
+        if type(value) is not str:
+            return False
+        if name == "protocol":
+            if value not in _PROTOCOLS:
+                return False
+        elif not _LABEL.search(value):
+            return False
+    return True
+
+
+def validate_extract_body(data: Any) -> dict[str, Any]:
+    """``data`` as :class:`ExtractRequestSerializer` validates it, or its ``ValidationError``.
+
+    A body of plain values that the serializer would accept unchanged (JSON integers in range,
+    a known mode, string or null filters matching their rules, no unknown field) is returned
+    as it is, without building a serializer (about a tenth of a request's CPU time); anything
+    else goes through the serializer, so every error and every coercion is exactly its own.
+    """
+    if (
+        type(data) is dict
+        and data.keys() <= _TOP_FIELDS
+        and _plain_int(data.get("count"), 1, MAX_COUNT)
+        and type(data.get("mode")) is str
+        and data["mode"] in _MODES
+        and ("filters" not in data or _plain_filters(data["filters"]))
+        and (
+            "min_remaining_s" not in data or _plain_int(data["min_remaining_s"], 0, MAX_REMAINING_S)
+        )
+    ):
+        return data
+    body = ExtractRequestSerializer(data=data)
+    body.is_valid(raise_exception=True)
+    return dict(body.validated_data)
 
 
 class ProxySerializer(serializers.Serializer):  # type: ignore[type-arg]
