@@ -85,13 +85,19 @@ def principal_for_client(client: ApiClient, key_prefix: str) -> Principal:
     )
 
 
-def authenticate_key(plaintext: str) -> Principal | None:
-    """The principal of a usable key, from the cache or PostgreSQL; None for a bad key."""
+def cached_principal(plaintext: str) -> Principal | None:
+    """The principal of a key verified less than ``CACHE_TTL`` ago, else None (no database)."""
     fingerprint = _fingerprint(plaintext)
     with _cache_lock:
-        cached = _cache.get(fingerprint)
+        return _cache.get(fingerprint)
+
+
+def authenticate_key(plaintext: str) -> Principal | None:
+    """The principal of a usable key, from the cache or PostgreSQL; None for a bad key."""
+    cached = cached_principal(plaintext)
     if cached is not None:
         return cached
+    fingerprint = _fingerprint(plaintext)
     try:
         key = ApiKey.objects.verify(plaintext)
         if key is None:
@@ -117,19 +123,27 @@ class ConfigUnavailable(exceptions.APIException):
     default_code = "store_unavailable"
 
 
-class ApiKeyAuthentication(BaseAuthentication):
-    keyword = b"bearer"
+def bearer_key(header: bytes) -> str | None:
+    """The API key of an ``Authorization`` header's value; None when there is no header.
 
+    Raises ``AuthenticationFailed`` for anything but ``Bearer <key>`` with an ASCII key.
+    """
+    words = header.split()
+    if not words:
+        return None
+    if words[0].lower() != b"bearer" or len(words) != 2:
+        raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api key>'.")
+    try:
+        return words[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise exceptions.AuthenticationFailed("Invalid API key.") from None
+
+
+class ApiKeyAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[Principal, None] | None:
-        header = get_authorization_header(request).split()
-        if not header:
+        plaintext = bearer_key(get_authorization_header(request))
+        if plaintext is None:
             return None
-        if header[0].lower() != self.keyword or len(header) != 2:
-            raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api key>'.")
-        try:
-            plaintext = header[1].decode("ascii")
-        except UnicodeDecodeError:
-            raise exceptions.AuthenticationFailed("Invalid API key.") from None
         principal = authenticate_key(plaintext)
         if principal is None:
             raise exceptions.AuthenticationFailed("Invalid, revoked or disabled API key.")

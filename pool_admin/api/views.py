@@ -3,22 +3,34 @@
 An extract touches no database once its key is cached (auth.py): limits come from the cached
 principal, proxies from Redis. Errors are raised and turned into problem+json centrally
 (problems.py).
+
+``ExtractView`` has a direct path for the ordinary request, the one that is the API's load: a
+POST with a JSON body, a cached ``Bearer`` key, no ``Accept`` other than ``*/*`` or
+``application/json`` and no query string. It skips DRF's request wrapper, content negotiation
+and parser (about a fifth of a request's CPU time) and answers with the same bytes and headers;
+its errors still go through DRF's ``handle_exception`` and ``finalize_response``. Anything else
+(another method or media type, an unknown or uncached key, a body that is not strict JSON)
+takes DRF's full path unchanged, which then raises the same errors as before.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from typing import Any
 
 from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from activity.errors import ScanBudgetExhausted
-from pool_admin.api.auth import ConfigUnavailable, Principal
+from pool_admin.api.auth import ConfigUnavailable, Principal, bearer_key, cached_principal
 from pool_admin.api.extracting import perform_extract
 from pool_admin.api.problems import PROBLEM_JSON, Problem, ProblemSerializer
 from pool_admin.api.serializers import (
@@ -47,7 +59,38 @@ def _problems(**by_status: str) -> dict[Any, Any]:
 _COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
 
 
-def _idempotency_key(request: Request) -> str | None:
+#: What the direct path of ExtractView takes (anything else goes through DRF's full path).
+_DIRECT_CONTENT_TYPES = frozenset({"application/json", "application/json; charset=utf-8"})
+_DIRECT_ACCEPT = frozenset({"", "*/*", "application/json"})
+_render_json = JSONRenderer().render
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)  # NaN and Infinity: DRF's strict JSON refuses them
+
+
+def _direct_inputs(request: HttpRequest) -> tuple[Principal, Any] | None:
+    """(principal, parsed body) if ``request`` can take the direct path, else None."""
+    meta = request.META
+    if (
+        request.method != "POST"
+        or meta.get("QUERY_STRING")
+        or meta.get("CONTENT_TYPE", "").lower() not in _DIRECT_CONTENT_TYPES
+        or meta.get("HTTP_ACCEPT", "") not in _DIRECT_ACCEPT
+    ):
+        return None
+    try:
+        plaintext = bearer_key(meta.get("HTTP_AUTHORIZATION", "").encode("iso-8859-1"))
+        principal = None if plaintext is None else cached_principal(plaintext)
+        if principal is None:
+            return None
+        body = json.loads(request.body.decode("utf-8"), parse_constant=_refuse_constant)
+    except (AuthenticationFailed, UnicodeError, ValueError):
+        return None
+    return principal, body
+
+
+def _idempotency_key(request: Request | HttpRequest) -> str | None:
     key = request.headers.get("Idempotency-Key")
     if key is None:
         return None
@@ -100,18 +143,45 @@ class ExtractView(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        principal: Principal = request.user
+        body_out, request_id = self._extract(request, request.user, request.data)
+        return Response(body_out, headers={"X-Request-ID": request_id})
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        direct = _direct_inputs(request)
+        if direct is None:
+            return super().dispatch(request, *args, **kwargs)
+        principal, body = direct
+        request.user = principal  # type: ignore[assignment]  # as DRF's authentication does
+        self.args, self.kwargs = args, kwargs
+        self.headers = self.default_response_headers
+        try:
+            body_out, request_id = self._extract(request, principal, body)
+        except Exception as exc:
+            # What DRF's dispatch does with an exception, on its own request wrapper.
+            self.request = self.initialize_request(request, *args, **kwargs)
+            return self.finalize_response(self.request, self.handle_exception(exc))
+        # JSONRenderer's bytes for the one media type this view offers, without negotiating.
+        response = HttpResponse(
+            _render_json(body_out),
+            content_type=JSONRenderer.media_type,
+            headers={"X-Request-ID": request_id},
+        )
+        return self.finalize_response(request, response)  # type: ignore[arg-type]
+
+    def _extract(
+        self, request: Request | HttpRequest, principal: Principal, body: Any
+    ) -> tuple[dict[str, Any], str]:
         request_id = uuid.uuid4().hex
-        request.request_id = request_id  # type: ignore[attr-defined]
+        request.request_id = request_id  # type: ignore[union-attr]
         key = _idempotency_key(request)
-        result = perform_extract(principal, request.data, key, request_id)
+        result = perform_extract(principal, body, key, request_id)
         body_out = {
             "proxies": [proxy_body(p) for p in result.proxies],
             "requested": result.requested,
             "returned": result.returned,
             "replayed": result.replayed,
         }
-        return Response(body_out, headers={"X-Request-ID": request_id})
+        return body_out, request_id
 
 
 class InventoryView(APIView):
