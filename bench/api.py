@@ -1,4 +1,4 @@
-"""Extract API benchmark: requests/s and latency of ``POST /api/v1/extract`` through gunicorn.
+"""Extract API benchmark: requests/s and latency of ``POST /api/v1/extract``, served as by make run.
 
     .venv/bin/python bench/api.py [--proxies 200000] [--seconds 15] [--clients 1,8,32]
                                   [--database-url postgresql://postgres@127.0.0.1:5432/pool_admin_bench]
@@ -12,19 +12,20 @@ message when it is missing. It
   machine's server; created when absent and migrated), creates an API client allowed everything
   with limits too high to throttle (100,000 requests/s, 10,000,000 proxies/min) and one API key,
   and deletes that client at the end;
-* runs gunicorn as ``make run`` does (``pool_admin.wsgi``, one sync worker per core, access log
-  on, ``LOG_LEVEL`` INFO: one usage line per extract), ``POOL_DEV=1``, on a free loopback port,
-  its logs in a temporary directory;
+* runs the web server exactly as ``make run`` does (``pool_admin.launcher.web_command``: granian,
+  WSGI, one worker per core, keep-alive, access log on; ``LOG_LEVEL`` INFO: one usage line per
+  extract), ``POOL_DEV=1``, on a free loopback port, its logs in a temporary directory;
 * warms up (3 s, 4 connections: every worker has verified the key and loaded the scripts), then
   runs wrk (one thread) for ``--seconds`` at each client count, each request
   ``{"count": 1, "mode": "partial"}``; wrk's Lua hook records every returned proxy ID and the
   status of every response;
 * prints, per client count, requests/s, p50/p99/max latency (wrk's, closed loop), responses by
-  status, 200s that returned no proxy, socket errors, and the CPU seconds per 1,000 requests
-  spent by gunicorn, redis-server and wrk (all share the same cores); then the number of
-  duplicate proxy IDs over every response of the run (warm-up included), which must be 0.
+  status, 200s that returned no proxy, socket errors, and the CPU milliseconds per request spent
+  by the web server (all its processes), redis-server and wrk (all share the same cores); then
+  the number of duplicate proxy IDs over every response of the run (warm-up included), which
+  must be 0.
 
-It stops gunicorn and redis-server on the way out. Not part of ``make test``.
+It stops the web server and redis-server on the way out. Not part of ``make test``.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from redis_pool import fill  # noqa: E402  (bench/redis_pool.py)
 
 from activity import PoolOptions, RedisPool  # noqa: E402
-from pool_admin.launcher import gunicorn_command  # noqa: E402
+from pool_admin.launcher import web_command  # noqa: E402
 from pool_admin.localservices import RedisServer, create_database_if_missing, free_port  # noqa: E402
 
 DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/pool_admin_bench"
@@ -131,8 +132,9 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
-def gunicorn_cpu(master: int) -> float:
-    return cpu_seconds(master) + sum(cpu_seconds(w) for w in children(master))
+def tree_cpu(root: int) -> float:
+    """CPU seconds of ``root`` and all its descendants."""
+    return cpu_seconds(root) + sum(tree_cpu(child) for child in children(root))
 
 
 def versions(database_url: str, redis_url: str) -> str:
@@ -188,7 +190,7 @@ def wait_serving(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"gunicorn exited with {proc.returncode}")
+            raise RuntimeError(f"the web server exited with {proc.returncode}")
         try:
             with urllib.request.urlopen(f"{base}/healthz", timeout=1):
                 return
@@ -196,7 +198,7 @@ def wait_serving(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0
             return  # it answers
         except OSError:
             time.sleep(0.2)
-    raise RuntimeError(f"gunicorn did not answer within {timeout} s")
+    raise RuntimeError(f"the web server did not answer within {timeout} s")
 
 
 def run_wrk(base: str, script: Path, connections: int, seconds: float) -> dict[str, object]:
@@ -261,7 +263,7 @@ def main() -> int:
 def run(
     args: argparse.Namespace, levels: list[int], tmp: Path, prefix: str, client_name: str
 ) -> int:
-    gunicorn: subprocess.Popen[bytes] | None = None
+    web: subprocess.Popen[bytes] | None = None
     created_client = False
     with RedisServer(tmp / "redis") as server:
         env = {
@@ -294,14 +296,14 @@ def run(
 
             port = free_port()
             base = f"http://127.0.0.1:{port}"
-            log = (tmp / "gunicorn.log").open("wb")
-            argv = gunicorn_command(f"127.0.0.1:{port}", args.workers)
-            gunicorn = subprocess.Popen(
+            log = (tmp / "web.log").open("wb")
+            argv = web_command(f"127.0.0.1:{port}", args.workers)
+            web = subprocess.Popen(
                 argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True,
             )  # fmt: skip
-            wait_serving(base, gunicorn)
-            print(f"gunicorn (as make run): {' '.join(argv[3:])}; logs in {tmp}")
+            wait_serving(base, web)
+            print(f"web server (as make run): {' '.join(argv[1:])}; logs in {tmp}")
 
             def script_for(label: str) -> Path:
                 path = tmp / f"{label}.lua"
@@ -314,17 +316,17 @@ def run(
                 f"\n{args.seconds:g} s per level, one wrk thread, count=1 per request\n"
                 "| clients | requests/s | p50 ms | p99 ms | max ms | responses by status "
                 "| 200 without proxy | socket errors "
-                "| CPU s per 1k requests: gunicorn / redis / wrk |"
+                "| CPU ms per request: web / redis / wrk |"
             )
             print("|---|---|---|---|---|---|---|---|---|")
             redis_pid = server.pid or 0
             for connections in levels:
                 script = script_for(f"c{connections}")
-                cpu0 = (gunicorn_cpu(gunicorn.pid), cpu_seconds(redis_pid))
+                cpu0 = (tree_cpu(web.pid), cpu_seconds(redis_pid))
                 wrk_before = os.times()
                 r = run_wrk(base, script, connections, args.seconds)
                 wrk_after = os.times()
-                cpu1 = (gunicorn_cpu(gunicorn.pid), cpu_seconds(redis_pid))
+                cpu1 = (tree_cpu(web.pid), cpu_seconds(redis_pid))
                 wrk_cpu = (wrk_after.children_user + wrk_after.children_system) - (
                     wrk_before.children_user + wrk_before.children_system
                 )
@@ -355,16 +357,16 @@ def run(
             )
             return 1 if dup else 0
         finally:
-            if gunicorn is not None and gunicorn.poll() is None:
-                os.killpg(gunicorn.pid, signal.SIGTERM)
+            if web is not None and web.poll() is None:
+                os.killpg(web.pid, signal.SIGTERM)
                 try:
-                    gunicorn.wait(20)
+                    web.wait(20)
                 except subprocess.TimeoutExpired:
-                    os.killpg(gunicorn.pid, signal.SIGKILL)
-                    gunicorn.wait()
+                    os.killpg(web.pid, signal.SIGKILL)
+                    web.wait()
             if created_client:
                 delete_client(client_name)
-            if gunicorn is not None and args.keep_logs:
+            if web is not None and args.keep_logs:
                 print(f"(logs kept in {tmp})")
 
 

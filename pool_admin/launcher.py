@@ -1,10 +1,10 @@
 """``python -m pool_admin.launcher`` (``make run``): the whole stack in the foreground.
 
 Starts private Redis/PostgreSQL under RUN_DIR when nothing answers at a loopback URL, prepares
-the database (create, migrate, collectstatic, ensure_admin), then runs gunicorn, a Celery worker
-and Celery beat, each in its own process group. On SIGINT/SIGTERM, or when any child dies, it
-stops the children (SIGTERM, then SIGKILL after a timeout), then the servers it started itself
-(never pre-existing ones), and exits. No Django import: Django runs in the children.
+the database (create, migrate, collectstatic, ensure_admin), then runs the web server (granian),
+a Celery worker and Celery beat, each in its own process group. On SIGINT/SIGTERM, or when any
+child dies, it stops the children (SIGTERM, then SIGKILL after a timeout), then the servers it
+started itself (never pre-existing ones), and exits. No Django import: Django runs in the children.
 """
 
 from __future__ import annotations
@@ -204,15 +204,26 @@ SETUP_STEPS = [
 ]
 
 
-def gunicorn_command(bind: str, workers: int | None = None) -> list[str]:
+#: Seconds a web worker gets to finish its requests on shutdown before it is killed.
+WEB_GRACE_S = 10
+
+
+def web_command(bind: str, workers: int | None = None) -> list[str]:
     """The web server's command line: ``make run`` and ``bench/api.py`` both run exactly this.
 
-    One worker process per core (``workers`` overrides it), access log on stdout.
+    granian serving ``pool_admin.wsgi`` (WSGI), one worker process per core (``workers``
+    overrides it), each running the app on one Python thread (the GIL allows no more), HTTP
+    keep-alive on, access log on. Why granian and not gunicorn: README, "Web server".
     """
+    host, _, port = bind.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"  # noqa: S104  (":8000": every interface)
     count = workers if workers is not None else os.cpu_count() or 1
-    web = ["--bind", bind, "--workers", str(count), "--graceful-timeout", "10"]
-    web.append("--no-control-socket")  # gunicorn's default ~/.gunicorn/gunicorn.ctl is shared
-    return [sys.executable, "-m", "gunicorn", "pool_admin.wsgi", *web, "--access-logfile", "-"]
+    return [
+        sys.executable, "-m", "granian", "--interface", "wsgi", "pool_admin.wsgi:application",
+        "--host", host, "--port", port,
+        "--workers", str(count), "--blocking-threads", "1", "--no-ws",
+        "--workers-kill-timeout", str(WEB_GRACE_S), "--access-log",
+    ]  # fmt: skip
 
 
 def child_commands(bind: str) -> list[tuple[str, list[str]]]:
@@ -221,7 +232,7 @@ def child_commands(bind: str) -> list[tuple[str, list[str]]]:
     celery = [py, "-m", "celery", "-A", "pool_admin"]
     worker = ["--concurrency", "1", "--without-gossip", "--without-mingle"]
     return [
-        ("gunicorn", gunicorn_command(bind)),
+        ("web (granian)", web_command(bind)),
         ("celery worker", [*celery, "worker", "--loglevel", "INFO", *worker]),
         ("celery beat", [*celery, "beat", "--loglevel", "INFO"]),
     ]

@@ -145,7 +145,7 @@ USE_I18N = True
 USE_TZ = True
 
 # Static files: collectstatic (make run) copies them here and whitenoise serves them, so
-# gunicorn alone renders the admin with its CSS.
+# the web server alone renders the admin with its CSS.
 STATIC_URL = "static/"
 STATIC_ROOT = RUN_DIR / "static"
 STORAGES = {

@@ -1,4 +1,4 @@
-"""WSGI entry point for gunicorn: ``gunicorn pool_admin.wsgi``."""
+"""WSGI entry point of the web server (``pool_admin.launcher.web_command``)."""
 
 import os
 

@@ -80,7 +80,7 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         assert get(f"http://{web}/static/admin/css/base.css")[0] == 200  # whitenoise
 
         started = dict(re.findall(r"started (.+?) pid=(\d+)", "".join(lines)))
-        assert {"redis-server", "postgres", "gunicorn", "celery worker", "celery beat"} <= set(
+        assert {"redis-server", "postgres", "web (granian)", "celery worker", "celery beat"} <= set(
             started
         )
         groups = {g for g in (pgid_of(int(pid)) for pid in started.values()) if g}
