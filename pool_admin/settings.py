@@ -96,8 +96,13 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    # SITE_MIDDLEWARE, in this place, for every path but the client API's (/api/v1/: API keys,
+    # no session or cookie): pool_admin/api/middleware.py.
+    "pool_admin.api.middleware.SiteOnlyMiddleware",
+]
+SITE_MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # Lets django-simple-history record which operator made each configuration change.
@@ -105,6 +110,9 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+# The admin's checks look for sessions, users and messages in MIDDLEWARE only; they run from
+# SITE_MIDDLEWARE for every admin page (tests/pool_admin/test_site_middleware.py).
+SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410"]
 
 # A new API key's plaintext is shown once through a message. Cookie storage keeps it in the
 # operator's browser (signed, consumed on display) and out of the session table, which the
