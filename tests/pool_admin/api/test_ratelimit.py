@@ -242,17 +242,24 @@ def test_refund_gives_back_in_the_window_it_was_taken_from(clocked):
     assert limiter.refund(first, 0) is False
 
 
+def assert_fits_after(limiter, now, who, cost, retry_after):
+    """Refused now with this Retry-After; still refused a second sooner; fits after it."""
+    start = now[0]
+    assert refused(limiter, who, cost) == retry_after
+    if retry_after > 1:
+        now[0] = start + retry_after - 1
+        refused(limiter, who, cost)
+    now[0] = start + retry_after
+    limiter.take(who, cost)
+
+
 def test_retry_after_when_this_window_alone_is_full(clocked):
     limiter, now = clocked
     who = Who("c-ra1", proxies_per_minute=10)
     now[0] = T0 + 30
     limiter.take(who, 10)
     # 10 units must decay as the previous window's to 6: 30 s to its end, then 18 s.
-    assert refused(limiter, who, 4) == 49
-    now[0] = T0 + 30 + 48
-    refused(limiter, who, 4)
-    now[0] = T0 + 30 + 49
-    limiter.take(who, 4)
+    assert_fits_after(limiter, now, who, 4, 49)
 
 
 def test_retry_after_when_the_previous_window_decays(clocked):
@@ -262,11 +269,7 @@ def test_retry_after_when_the_previous_window_decays(clocked):
     now[0] = T0 + 60
     limiter.take(who, 2)  # 8 (previous, whole) + 2
     # floor(8 * (1 - t/60)) must fall to 5: after 15 s.
-    assert refused(limiter, who, 3) == 16
-    now[0] = T0 + 60 + 15
-    refused(limiter, who, 3)
-    now[0] = T0 + 60 + 16
-    limiter.take(who, 3)
+    assert_fits_after(limiter, now, who, 3, 16)
 
 
 def test_retry_after_of_the_requests_per_second_limit(clocked):
@@ -275,9 +278,7 @@ def test_retry_after_of_the_requests_per_second_limit(clocked):
     now[0] = T0 + 0.2
     for _ in range(3):
         limiter.hit_request(who)
-    assert refused(limiter, who, 0) == 1
-    now[0] = T0 + 1.2
-    limiter.hit_request(who)
+    assert_fits_after(limiter, now, who, 0, 1)
 
 
 def test_retry_after_is_the_first_whole_second_that_fits(clocked):
