@@ -7,16 +7,16 @@ assert(#KEYS == 1 and #ARGV == 2, 'sweep: arity')
 local now, limit = tonum(ARGV[1]), tonum(ARGV[2])
 local expired, more_records = clean_expired(now, limit)
 local snow = server_ms()
-for _, w in ipairs(redis.call('ZRANGEBYSCORE', RT_EXP, '-inf', snow, 'LIMIT', 0, limit)) do
-  redis.call('HDEL', RT, w)
-  redis.call('ZREM', RT_EXP, w)
+for _, w in ipairs(zread('ZRANGEBYSCORE', RT_EXP, '-inf', snow, 'LIMIT', 0, limit)) do
+  hdel(RT, w)
+  zrem(RT_EXP, w)
 end
-local due = redis.call('ZRANGEBYSCORE', SESS_EXP, '-inf', snow, 'LIMIT', 0, limit + 1)
+local due = zread('ZRANGEBYSCORE', SESS_EXP, '-inf', snow, 'LIMIT', 0, limit + 1)
 local sessions = math.min(#due, limit)
 for i = 1, sessions do
-  redis.call('ZREM', SESS_EXP, due[i])
-  redis.call('HDEL', SESS, due[i])
-  redis.call('HDEL', RT, due[i])
-  redis.call('ZREM', RT_EXP, due[i])
+  zrem(SESS_EXP, due[i])
+  hdel(SESS, due[i])
+  hdel(RT, due[i])
+  zrem(RT_EXP, due[i])
 end
 return ok({expired = expired, sessions = sessions, more = more_records or #due > limit})

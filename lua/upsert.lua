@@ -51,13 +51,18 @@ end
 local function apply(rec, c)
   rec.pr, rec.r, rec.c = c.pr, nullable(c.r), nullable(c.c)
   rec.m, rec.e, rec.uu = c.m, c.e, c.uu
-  redis.call('HSET', R, c.id, c.j)
+  hset(R, c.id, c.j)
 end
+
+-- Read what the loop will ask about in a few HMGETs instead of two HGETs per proxy.
+local ids, keys = {}, {}
+for i, a in ipairs(cands) do ids[i], keys[i] = a[1], a[2] end
+prefetch(HOT, ids); prefetch(UNIQ, keys); prefetch(OWN, ids)
 
 for _, a in ipairs(cands) do
   local c = {id = a[1], k = a[2], pr = a[3], r = a[4], c = a[5], m = a[6], e = a[7], uu = a[8],
              j = a[9]}
-  local holder = redis.call('HGET', UNIQ, c.k)
+  local holder = hget(UNIQ, c.k)
   local rec = get_rec(c.id)
   -- An expired incumbent (under this exit or this ID) never blocks a new lifecycle.
   if holder and holder ~= c.id then
@@ -85,7 +90,7 @@ for _, a in ipairs(cands) do
       local t = track_begin(c.id, nil, nil)
       put_rec(c.id, rec)
       track_end(c.id, t, u, rec, nil)
-      redis.call('HSET', UNIQ, c.k, c.id)
+      hset(UNIQ, c.k, c.id)
       set_expiry(c.id, rec)
       counts.inserted = counts.inserted + 1
     end

@@ -8,12 +8,12 @@ Keys, scripts and reply formats stay private to this package.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -408,7 +408,7 @@ def _candidate(c: v.PreparedProxy, batch: v.PreparedBatch) -> list[object]:
         c.max_concurrency,
         c.expires_ms,
         c.usable_ms,
-        json.dumps(static, separators=(",", ":")),
+        orjson.dumps(static).decode(),
     ]
 
 
