@@ -113,10 +113,47 @@ def client_rate(url: str, prefix: str, processes: int, seconds: float = 5.0) -> 
     return total / seconds
 
 
+def _upsert_rate(url: str, prefix: str, upstream: str, start: int, n: int, queue, go) -> None:
+    pool = RedisPool(redis.Redis.from_url(url, socket_timeout=30), PoolOptions(prefix=prefix))
+    now = datetime.now(UTC)
+    batches = [_proxies(offset, 500, now) for offset in range(start, start + n, 500)]
+    queue.put("ready")
+    go.wait()  # every process starts upserting at once
+    began = time.perf_counter()
+    for batch in batches:
+        pool.upsert_fetched(FetchedBatch(upstream, batch, 10**8, timedelta(seconds=5), now))
+    queue.put((began, time.perf_counter(), n))
+
+
+def upsert_rate(url: str, prefix: str, processes: int, per_process: int) -> float:
+    """Proxies/s upserted (new proxies, batches of 500) by `processes` processes at once, each
+    into its own upstream of one namespace (as several fetch workers do); wall clock from the
+    first start to the last finish."""
+    context = multiprocessing.get_context("spawn")
+    queue, go = context.Queue(), context.Event()
+    workers = [
+        context.Process(
+            target=_upsert_rate,
+            args=(url, prefix, f"up{i}", 10_000_000 * (i + 1), per_process, queue, go),
+        )
+        for i in range(processes)
+    ]
+    for w in workers:
+        w.start()
+    for _ in workers:
+        assert queue.get(timeout=600) == "ready"
+    go.set()
+    spans = [queue.get(timeout=600) for _ in workers]
+    for w in workers:
+        w.join()
+    return processes * per_process / (max(s[1] for s in spans) - min(s[0] for s in spans))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--upsert", type=int, default=100_000, help="new proxies per process")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -166,6 +203,9 @@ def main() -> None:
         for processes in (1, 4):
             rate = client_rate(server.url, prefix, processes)
             print(f"python extract calls/s from {processes} process(es): {rate:,.0f}")
+        for processes in (1, 2):
+            rate = upsert_rate(server.url, f"up{uuid.uuid4().hex[:8]}", processes, args.upsert)
+            print(f"upsert proxies/s, batches of 500, {processes} process(es) at once: {rate:,.0f}")
 
 
 if __name__ == "__main__":

@@ -186,16 +186,39 @@ end
 local function get_owner(pid) return get_json(OWN, pid) end
 
 local function digest(value) return redis.sha1hex(value) end
-local function expiry_key(u) return k('expiry:' .. u) end
+-- Key names built from labels, kept while the namespace stays the same (bind clears them when
+-- it changes, and when more than NAMED_MAX names are kept): building a name is string work
+-- that upsert and extract would otherwise repeat for every proxy.
+local NAMED_MAX = 4096
+local named, named_count = {}, 0
+local function named_key(dim, value)
+  local by_value = named[dim]
+  if not by_value then
+    by_value = {}
+    named[dim] = by_value
+  end
+  local key = by_value[value]
+  if not key then
+    if named_count >= NAMED_MAX then
+      by_value, named_count = {}, 0
+      named = {[dim] = by_value}
+    end
+    key = k(dim .. ':' .. value)
+    by_value[value] = key
+    named_count = named_count + 1
+  end
+  return key
+end
+local function expiry_key(u) return named_key('expiry', u) end
 local function owned_key(u) return k('owned:' .. digest(u)) end
 local function worker_owned_key(w) return k('worker-owned:' .. digest(w)) end
 local function worker_draining_key(w) return k('worker-draining:' .. digest(w)) end
-local function index_key(dim, value) if dim == 'available' then return AVAIL end return k(dim .. ':' .. value) end
+local function index_key(dim, value) if dim == 'available' then return AVAIL end return named_key(dim, value) end
 
 local function index_keys(rec)
-  local keys = {AVAIL, k('upstream:' .. rec.u), k('protocol:' .. rec.pr)}
-  if rec.r ~= cjson.null and rec.r ~= nil then keys[#keys + 1] = k('region:' .. rec.r) end
-  if rec.c ~= cjson.null and rec.c ~= nil then keys[#keys + 1] = k('carrier:' .. rec.c) end
+  local keys = {AVAIL, named_key('upstream', rec.u), named_key('protocol', rec.pr)}
+  if rec.r ~= cjson.null and rec.r ~= nil then keys[#keys + 1] = named_key('region', rec.r) end
+  if rec.c ~= cjson.null and rec.c ~= nil then keys[#keys + 1] = named_key('carrier', rec.c) end
   return keys
 end
 
@@ -480,6 +503,7 @@ local function bind(meta)
   hbuf, zbuf, rcache = {}, {}, {}
   if meta ~= META then
     META, NS = meta, string.sub(meta, 1, #meta - 4)
+    named, named_count = {}, 0
     R, HOT, HEALTH = k('records'), k('hot'), k('health')
     UNIQ, EXP, AVAIL = k('unique'), k('expiry'), k('available')
     INV, MANAGED_COUNT = k('inventory'), k('managed')

@@ -8,20 +8,21 @@
 -- ARGV[7]  this chunk's operation key suffix ("op:<digest>")
 -- ARGV[8]  content digest of the whole call (a reused operation ID with other content conflicts)
 -- ARGV[9]  operation result TTL (ms)
--- ARGV[10] JSON array of candidates [id, k, pr, r, c, m, e, uu, j], validated; j is the record's
---          static JSON as Python built it (stored and handed back verbatim)
+-- ARGV[10] JSON array of candidates [id, k, pr, r, c, m, e, uu], validated
 -- ARGV[11] whole-call key suffix ("op:<digest>"): the first chunk replays a finished call
 -- ARGV[12] "1" on the last chunk, which stores the whole call's result there
 -- ARGV[13] JSON totals of the earlier chunks, with the Python-side `dropped`
 -- ARGV[14] nonce of this call (its own low-level retry is not a replay to the caller)
+-- ARGV[15..] each candidate's static JSON, in candidate order, as Python built it (stored and
+--          handed back verbatim; separate arguments so no JSON is decoded or escaped twice)
 -- Returns: {"ok": {inserted, refreshed, conflicts, skipped_terminal, over_capacity, cleaned,
 --          replayed, [dropped, whole: true when the finished call was replayed]}}
 -- Errors: idempotency_conflict, layout_mismatch
-assert(#KEYS == 1 and #ARGV == 14, 'upsert: arity')
 local now, u, max_size = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local clean_budget, scan_budget, fetched = tonum(ARGV[4]), tonum(ARGV[5]), tonum(ARGV[6])
 local op, content, op_ttl = ARGV[7], ARGV[8], tonum(ARGV[9])
 local cands = cjson.decode(ARGV[10])
+assert(#KEYS == 1 and #ARGV == 14 + #cands, 'upsert: arity')
 local whole_key, last, earlier = k(ARGV[11]), ARGV[12] == '1', cjson.decode(ARGV[13])
 local nonce = ARGV[14]
 
@@ -59,9 +60,9 @@ local ids, keys = {}, {}
 for i, a in ipairs(cands) do ids[i], keys[i] = a[1], a[2] end
 prefetch(HOT, ids); prefetch(UNIQ, keys); prefetch(OWN, ids)
 
-for _, a in ipairs(cands) do
+for i, a in ipairs(cands) do
   local c = {id = a[1], k = a[2], pr = a[3], r = a[4], c = a[5], m = a[6], e = a[7], uu = a[8],
-             j = a[9]}
+             j = ARGV[14 + i]}
   local holder = hget(UNIQ, c.k)
   local rec = get_rec(c.id)
   -- An expired incumbent (under this exit or this ID) never blocks a new lifecycle.

@@ -105,11 +105,12 @@ class RedisPool:
                 f"op:{op}",
                 prepared.content_digest,
                 span_ms(self.options.operation_ttl),
-                [_candidate(c, prepared) for c in chunk],
+                [_candidate(c) for c in chunk],
                 whole,
                 index == len(chunks) - 1,
                 totals,
                 nonce,
+                *[_static(c, prepared) for c in chunk],
                 retry_safe=True,
             )
             if reply.pop("whole", False):
@@ -381,24 +382,8 @@ _STATIC = ("id", "u", "k", "h", "p", "pr", "r", "c", "m", "e", "uu", "f", "un", 
 _AT = {name: index for index, name in enumerate(_STATIC)}
 
 
-def _candidate(c: v.PreparedProxy, batch: v.PreparedBatch) -> list[object]:
-    static = [
-        c.proxy_id,
-        batch.upstream_id,
-        c.key_digest,
-        c.host,
-        c.port,
-        c.protocol,
-        c.region,
-        c.carrier,
-        c.max_concurrency,
-        c.expires_ms,
-        c.usable_ms,
-        batch.fetched_ms,
-        c.username,
-        c.password,
-        c.labels,
-    ]
+def _candidate(c: v.PreparedProxy) -> list[object]:
+    """What upsert.lua reads of a candidate."""
     return [
         c.proxy_id,
         c.key_digest,
@@ -408,8 +393,30 @@ def _candidate(c: v.PreparedProxy, batch: v.PreparedBatch) -> list[object]:
         c.max_concurrency,
         c.expires_ms,
         c.usable_ms,
-        orjson.dumps(static).decode(),
     ]
+
+
+def _static(c: v.PreparedProxy, batch: v.PreparedBatch) -> bytes:
+    """The record's static JSON, stored verbatim and handed back by extract (see _AT)."""
+    return orjson.dumps(
+        [
+            c.proxy_id,
+            batch.upstream_id,
+            c.key_digest,
+            c.host,
+            c.port,
+            c.protocol,
+            c.region,
+            c.carrier,
+            c.max_concurrency,
+            c.expires_ms,
+            c.usable_ms,
+            batch.fetched_ms,
+            c.username,
+            c.password,
+            c.labels,
+        ]
+    )
 
 
 def _extracted(p: list[Any]) -> ExtractedProxy:
