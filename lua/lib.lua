@@ -263,8 +263,8 @@ local function flush_counts()
         redis.call('HDEL', hash, field)
       end
     end
-    local ttl = call_ttl or redis.call('PTTL', HOT)  -- `hot` lives to the horizon
-    if ttl > 0 then extend(hash, ttl) end
+    if not call_ttl then call_ttl = redis.call('PTTL', HOT) end  -- `hot` lives to the horizon
+    if call_ttl > 0 then extend(hash, call_ttl) end
   end
   pending = {}
 end

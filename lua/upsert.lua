@@ -58,7 +58,10 @@ end
 -- Read what the loop will ask about in a few HMGETs instead of two HGETs per proxy.
 local ids, keys = {}, {}
 for i, a in ipairs(cands) do ids[i], keys[i] = a[1], a[2] end
-prefetch(HOT, ids); prefetch(UNIQ, keys); prefetch(OWN, ids)
+prefetch(HOT, ids); prefetch(UNIQ, keys)
+local known = {}  -- only a proxy already stored can have an owner
+for _, id in ipairs(ids) do if hget(HOT, id) then known[#known + 1] = id end end
+prefetch(OWN, known)
 
 for i, a in ipairs(cands) do
   local c = {id = a[1], k = a[2], pr = a[3], r = a[4], c = a[5], m = a[6], e = a[7], uu = a[8],
