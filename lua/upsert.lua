@@ -15,7 +15,7 @@
 -- ARGV[13] JSON totals of the earlier chunks, with the Python-side `dropped`
 -- ARGV[14] nonce of this call (its own low-level retry is not a replay to the caller)
 -- Returns: {"ok": {inserted, refreshed, conflicts, skipped_terminal, over_capacity, cleaned,
---          replayed, [dropped, whole: true when the finished call was replayed]}}
+--          quarantined, replayed, [dropped, whole: true when the finished call was replayed]}}
 -- Errors: idempotency_conflict, layout_mismatch
 assert(#KEYS == 1 and #ARGV == 14, 'upsert: arity')
 local now, u, max_size = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
@@ -38,7 +38,7 @@ for _, key in ipairs({whole_key, k(op)}) do
 end
 
 local counts = {inserted = 0, refreshed = 0, conflicts = 0, skipped_terminal = 0,
-                over_capacity = 0, cleaned = 0, replayed = false}
+                over_capacity = 0, cleaned = 0, quarantined = 0, replayed = false}
 local function inventory() return counter(INV, u) end
 local function nullable(v) if v == cjson.null then return nil end return v end
 
@@ -77,6 +77,8 @@ for _, a in ipairs(cands) do
   if not rec then
     if holder then
       counts.conflicts = counts.conflicts + 1 -- the exit is held under another proxy ID
+    elseif tonum(redis.call('HGET', k('quarantine'), c.k .. '|*') or '0') > now then
+      counts.quarantined = counts.quarantined + 1 -- a banned exit is not taken again for a while
     elseif inventory() >= max_size then
       counts.over_capacity = counts.over_capacity + 1
     else

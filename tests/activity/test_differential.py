@@ -27,6 +27,8 @@ from activity import (
     HealthUpdate,
     ManualClock,
     MemoryPool,
+    Outcome,
+    OutcomeReport,
     PoolOptions,
     ProxyState,
     RedisPool,
@@ -144,7 +146,11 @@ class Differential(RuleBasedStateMachine):
     @rule(limit=st.integers(1, 4))
     def sweep(self, limit) -> None:
         # The session part of sweep runs on each store's own clock; compare the records part.
-        self.both(lambda p: (lambda r: (r.expired, r.more or r.sessions > 0))(p.sweep(limit)))
+        self.both(
+            lambda p: (lambda r: (r.expired, r.quarantines, r.more or r.sessions > 0))(
+                p.sweep(limit)
+            )
+        )
 
     @rule(pid=st.sampled_from(PROXIES), worker=st.sampled_from(WORKERS), ttl=st.integers(5, 60))
     def assign(self, pid, worker, ttl) -> None:
@@ -213,6 +219,23 @@ class Differential(RuleBasedStateMachine):
         )
         if self.both(lambda p: p.write_report(report))[0] == "ok":
             self.sequences[worker] = sequence
+
+    @rule(
+        pid=st.sampled_from(PROXIES),
+        client=st.sampled_from(["c1", "c1", "c2"]),
+        outcome=st.sampled_from(list(Outcome)),
+        host=st.sampled_from([None, "a.example"]),
+        quarantine=st.sampled_from([0, 30, 120]),
+    )
+    def report_outcome(self, pid, client, outcome, host, quarantine) -> None:
+        report = OutcomeReport(
+            client, pid, outcome, self.clock.now(), target_host=host, quarantine=quarantine * SEC
+        )
+        self.both(lambda p: p.report_outcome(report))
+
+    @rule(ids=st.lists(st.sampled_from(PROXIES), max_size=4, unique=True))
+    def quarantine_of(self, ids) -> None:
+        self.both(lambda p: p.quarantine_of(ids, self.clock.now()))
 
     @rule(pid=st.sampled_from(PROXIES))
     def get(self, pid) -> None:
