@@ -1,7 +1,8 @@
--- sweep.lua: ADR-005 "短 TTL 清理" layer 3, plus expired worker sessions and reports.
+-- sweep.lua: ADR-005 "短 TTL 清理" layer 3, plus expired worker sessions and reports, and
+-- ended quarantines of banned exits.
 -- KEYS[1] <prefix>:{activity}:meta
 -- ARGV[1] now (caller clock, ms)   ARGV[2] limit
--- Returns: {"ok": {expired, sessions, more}}
+-- Returns: {"ok": {expired, sessions, quarantines, more}}
 -- Errors: layout_mismatch
 assert(#KEYS == 1 and #ARGV == 2, 'sweep: arity')
 local now, limit = tonum(ARGV[1]), tonum(ARGV[2])
@@ -19,4 +20,13 @@ for i = 1, sessions do
   hdel(RT, due[i])
   zrem(RT_EXP, due[i])
 end
-return ok({expired = expired, sessions = sessions, more = more_records or #due > limit})
+local QUAR, QUAR_EXP, QUAR_EXITS = k('quarantine'), k('quarantine-expiry'), k('quarantine-exits')
+local ended = redis.call('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0, limit + 1)
+local quarantines = math.min(#ended, limit)
+for i = 1, quarantines do
+  redis.call('HDEL', QUAR, ended[i])
+  redis.call('ZREM', QUAR_EXP, ended[i])
+  redis.call('ZREM', QUAR_EXITS, ended[i])
+end
+return ok({expired = expired, sessions = sessions, quarantines = quarantines,
+           more = more_records or #due > limit or #ended > limit})

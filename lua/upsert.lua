@@ -16,7 +16,7 @@
 -- ARGV[15..] each candidate's static JSON, in candidate order, as Python built it (stored and
 --          handed back verbatim; separate arguments so no JSON is decoded or escaped twice)
 -- Returns: {"ok": {inserted, refreshed, conflicts, skipped_terminal, over_capacity, cleaned,
---          replayed, [dropped, whole: true when the finished call was replayed]}}
+--          quarantined, replayed, [dropped, whole: true when the finished call was replayed]}}
 -- Errors: idempotency_conflict, layout_mismatch
 local now, u, max_size = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local clean_budget, scan_budget, fetched = tonum(ARGV[4]), tonum(ARGV[5]), tonum(ARGV[6])
@@ -39,7 +39,7 @@ for _, key in ipairs({whole_key, k(op)}) do
 end
 
 local counts = {inserted = 0, refreshed = 0, conflicts = 0, skipped_terminal = 0,
-                over_capacity = 0, cleaned = 0, replayed = false}
+                over_capacity = 0, cleaned = 0, quarantined = 0, replayed = false}
 local function inventory() return counter(INV, u) end
 local function nullable(v) if v == cjson.null then return nil end return v end
 
@@ -86,6 +86,8 @@ for i, a in ipairs(cands) do
   if not rec then
     if holder then
       counts.conflicts = counts.conflicts + 1 -- the exit is held under another proxy ID
+    elseif tonum(redis.call('HGET', k('quarantine'), c.k .. '|*') or '0') > now then
+      counts.quarantined = counts.quarantined + 1 -- a banned exit is not taken again for a while
     elseif inventory() >= max_size then
       counts.over_capacity = counts.over_capacity + 1
     else

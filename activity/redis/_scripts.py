@@ -51,6 +51,8 @@ SCRIPT_NAMES = (
     "drain_tickets",
     "upstream_inventory",
     "sweep",
+    "report_outcome",
+    "quarantine_of",
 )
 
 _TRANSIENT = (redis.ConnectionError, redis.TimeoutError)

@@ -27,6 +27,8 @@ from activity import (
     HealthUpdate,
     ManualClock,
     MemoryPool,
+    Outcome,
+    OutcomeReport,
     PoolOptions,
     ProxyState,
     RedisPool,
@@ -144,7 +146,11 @@ class Differential(RuleBasedStateMachine):
     @rule(limit=st.integers(1, 4))
     def sweep(self, limit) -> None:
         # The session part of sweep runs on each store's own clock; compare the records part.
-        self.both(lambda p: (lambda r: (r.expired, r.more or r.sessions > 0))(p.sweep(limit)))
+        self.both(
+            lambda p: (lambda r: (r.expired, r.quarantines, r.more or r.sessions > 0))(
+                p.sweep(limit)
+            )
+        )
 
     @rule(pid=st.sampled_from(PROXIES), worker=st.sampled_from(WORKERS), ttl=st.integers(5, 60))
     def assign(self, pid, worker, ttl) -> None:
@@ -213,6 +219,46 @@ class Differential(RuleBasedStateMachine):
         )
         if self.both(lambda p: p.write_report(report))[0] == "ok":
             self.sequences[worker] = sequence
+
+    @rule(
+        pid=st.sampled_from(PROXIES),
+        client=st.sampled_from(["c1", "c1", "c2"]),
+        outcome=st.sampled_from(list(Outcome)),
+        host=st.sampled_from([None, "a.example"]),
+        quarantine=st.sampled_from([0, 30, 120]),
+        taken=st.booleans(),
+    )
+    def report_outcome(self, pid, client, outcome, host, quarantine, taken=False) -> None:
+        extracted = sorted(r.proxy_id for r in self.memory._records.values() if r.extracted_by)
+        if taken and extracted:  # the reference's view picks a proxy that was extracted
+            pid = extracted[PROXIES.index(pid) % len(extracted)]
+        report = OutcomeReport(
+            client, pid, outcome, self.clock.now(), target_host=host, quarantine=quarantine * SEC
+        )
+        self.both(lambda p: p.report_outcome(report))
+
+    @rule(
+        pid=st.sampled_from(PROXIES),
+        key=st.integers(0, 9),
+        outcome=st.sampled_from([Outcome.BANNED, Outcome.BANNED, Outcome.OK]),
+        host=st.sampled_from([None, "a.example"]),
+        quarantine=st.sampled_from([30, 120]),
+    )
+    def use_and_report(self, pid, key, outcome, host, quarantine) -> None:
+        """Stock one proxy, extract and report: random sequences seldom reach an extracted
+        proxy otherwise, and a quarantined exit coming back needs one."""
+        now = self.clock.now()
+        proxy = FetchedProxy(pid, f"k{key}", "10.0.0.1", 80, "http", now + 30 * SEC)
+        self.both(lambda p: p.upsert_fetched(FetchedBatch("u1", [proxy], 100, 5 * SEC, now)))
+        self.both(lambda p: p.apply_health([HealthUpdate(pid, ProxyState.AVAILABLE, now)]))
+        request = ExtractRequest("c1", 1, filters=ExtractFilters(upstream="u1"))
+        status, result = self.both(lambda p: p.extract(request))
+        if status == "ok" and result.proxies:
+            self.report_outcome(result.proxies[0].proxy_id, "c1", outcome, host, quarantine)
+
+    @rule(ids=st.lists(st.sampled_from(PROXIES), max_size=4, unique=True))
+    def quarantine_of(self, ids) -> None:
+        self.both(lambda p: p.quarantine_of(ids, self.clock.now()))
 
     @rule(pid=st.sampled_from(PROXIES))
     def get(self, pid) -> None:
