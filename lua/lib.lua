@@ -339,7 +339,7 @@ local function delete_rec(pid, rec)
   zrem(EXP, pid)
   zrem(expiry_key(rec.u), pid)
   drop_owner(pid)
-  redis.call('HDEL', k('outcomes'), pid)  -- report_outcome.lua: an outcome lives with its record
+  hdel(k('outcomes'), pid)  -- report_outcome.lua: an outcome lives with its record
   track_end(pid, t, rec.u, nil, nil)
 end
 

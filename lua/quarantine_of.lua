@@ -14,13 +14,13 @@ for _, pid in ipairs(ids) do
   if rec and rec.e > now then
     -- Every entry of this exit: "<digest>|<host>", and '}' is the byte after '|'.
     local low, high = '[' .. rec.k .. '|', '(' .. rec.k .. '}'
-    local n = redis.call('ZLEXCOUNT', QUAR_EXITS, low, high)
+    local n = zread('ZLEXCOUNT', QUAR_EXITS, low, high)
     examined = examined + n
     if examined > budget then return fail('scan_budget_exhausted') end
     local hosts = {}
     if n > 0 then
-      for _, entry in ipairs(redis.call('ZRANGEBYLEX', QUAR_EXITS, low, high)) do
-        if tonumber(redis.call('HGET', QUAR, entry) or '0') > now then
+      for _, entry in ipairs(zread('ZRANGEBYLEX', QUAR_EXITS, low, high)) do
+        if tonumber(hget(QUAR, entry) or '0') > now then
           hosts[#hosts + 1] = string.sub(entry, #rec.k + 2)
         end
       end

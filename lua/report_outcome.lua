@@ -15,11 +15,11 @@ local OUTCOMES, QUAR = k('outcomes'), k('quarantine')
 local QUAR_EXP, QUAR_EXITS = k('quarantine-expiry'), k('quarantine-exits')
 
 -- Ended quarantine entries first, a bounded number of them (sweep removes the rest).
-for _, entry in ipairs(redis.call('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0,
+for _, entry in ipairs(zread('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0,
                                   tonum(ARGV[7]))) do
-  redis.call('HDEL', QUAR, entry)
-  redis.call('ZREM', QUAR_EXP, entry)
-  redis.call('ZREM', QUAR_EXITS, entry)
+  hdel(QUAR, entry)
+  zrem(QUAR_EXP, entry)
+  zrem(QUAR_EXITS, entry)
 end
 
 -- Unknown, past its hard expiry, not extracted or extracted by another client: one answer,
@@ -30,7 +30,7 @@ if not rec or rec.e <= now or rec.x ~= client then
 end
 
 -- One outcome per proxy, stored as "outcome|host|quarantine end": the same report replays.
-local stored = redis.call('HGET', OUTCOMES, pid)
+local stored = hget(OUTCOMES, pid)
 if stored then
   local o, h, q = string.match(stored, '^([^|]*)|([^|]*)|(.*)$')
   if o ~= outcome or h ~= host then return fail('outcome_rejected', 'conflict') end
@@ -40,16 +40,16 @@ end
 local q = ''
 if ends then
   local entry = rec.k .. '|' .. (host ~= '' and host or '*')
-  local current = tonumber(redis.call('HGET', QUAR, entry) or '0')
+  local current = tonumber(hget(QUAR, entry) or '0')
   if current > ends then ends = current end  -- a longer quarantine stands
   q = string.format('%d', ends)
-  redis.call('HSET', QUAR, entry, q)
-  redis.call('ZADD', QUAR_EXP, ends, entry)
-  redis.call('ZADD', QUAR_EXITS, 0, entry)  -- all scores 0: read by exit with ZRANGEBYLEX
+  hset(QUAR, entry, q)
+  zadd(QUAR_EXP, ends, entry)
+  zadd(QUAR_EXITS, 0, entry)  -- all scores 0: read by exit with ZRANGEBYLEX
   -- A quarantine may outlive every record (the pool's horizon): its keys live to its end.
   for _, key in ipairs({QUAR, QUAR_EXP, QUAR_EXITS}) do extend(key, ends - now + GRACE_MS) end
 end
-redis.call('HSET', OUTCOMES, pid, table.concat({outcome, host, q}, '|'))
+hset(OUTCOMES, pid, table.concat({outcome, host, q}, '|'))
 touch(OUTCOMES)  -- lives with the records (delete_rec removes an entry with its record)
 finish(now)
 return ok({u = rec.u, o = outcome, h = host, q = q, r = false})

@@ -21,12 +21,12 @@ for i = 1, sessions do
   zrem(RT_EXP, due[i])
 end
 local QUAR, QUAR_EXP, QUAR_EXITS = k('quarantine'), k('quarantine-expiry'), k('quarantine-exits')
-local ended = redis.call('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0, limit + 1)
+local ended = zread('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0, limit + 1)
 local quarantines = math.min(#ended, limit)
 for i = 1, quarantines do
-  redis.call('HDEL', QUAR, ended[i])
-  redis.call('ZREM', QUAR_EXP, ended[i])
-  redis.call('ZREM', QUAR_EXITS, ended[i])
+  hdel(QUAR, ended[i])
+  zrem(QUAR_EXP, ended[i])
+  zrem(QUAR_EXITS, ended[i])
 end
 return ok({expired = expired, sessions = sessions, quarantines = quarantines,
            more = more_records or #due > limit or #ended > limit})

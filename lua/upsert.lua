@@ -62,6 +62,14 @@ prefetch(HOT, ids); prefetch(UNIQ, keys)
 local known = {}  -- only a proxy already stored can have an owner
 for _, id in ipairs(ids) do if hget(HOT, id) then known[#known + 1] = id end end
 prefetch(OWN, known)
+-- Exit-wide quarantines (report_outcome.lua), read only when there are any at all.
+local QUAR = k('quarantine')
+local quarantines = redis.call('EXISTS', QUAR) == 1
+if quarantines then
+  local every_host = {}
+  for i, key in ipairs(keys) do every_host[i] = key .. '|*' end
+  prefetch(QUAR, every_host)
+end
 
 for i, a in ipairs(cands) do
   local c = {id = a[1], k = a[2], pr = a[3], r = a[4], c = a[5], m = a[6], e = a[7], uu = a[8],
@@ -86,7 +94,7 @@ for i, a in ipairs(cands) do
   if not rec then
     if holder then
       counts.conflicts = counts.conflicts + 1 -- the exit is held under another proxy ID
-    elseif tonum(redis.call('HGET', k('quarantine'), c.k .. '|*') or '0') > now then
+    elseif quarantines and tonum(hget(QUAR, c.k .. '|*') or '0') > now then
       counts.quarantined = counts.quarantined + 1 -- a banned exit is not taken again for a while
     elseif inventory() >= max_size then
       counts.over_capacity = counts.over_capacity + 1
