@@ -11,12 +11,15 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
+
+import orjson
 
 from activity._time import span_ms, to_ms
 from activity.credentials import Credential, CredentialResolver, CredentialUnavailable, SecretRef
 from activity.errors import InvalidBatch, InvalidRequest, StoreUnavailable
+from activity.hosts import normalize_host
 from activity.types import (
     HEALTH_STATES,
     PROTOCOLS,
@@ -26,6 +29,8 @@ from activity.types import (
     FetchedBatch,
     FetchedProxy,
     HealthUpdate,
+    Outcome,
+    OutcomeReport,
     ProxyState,
     RuntimeEntry,
     RuntimeReport,
@@ -62,17 +67,24 @@ def check_options(options: PoolOptions) -> None:
         "max_sweep_limit",
         "max_report_entries",
         "max_text",
+        "max_host_length",
+        "max_quarantine_batch",
     ):
         value = getattr(options, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidRequest(f"PoolOptions.{name} must be a positive integer")
     count(options.max_gateway_reserve, "PoolOptions.max_gateway_reserve", low=0, high=10**9)
     for name in ("idempotency_ttl", "operation_ttl", "report_ttl", "max_proxy_ttl",
-                 "max_lease_ttl", "max_clock_skew"):  # fmt: skip
+                 "max_lease_ttl", "max_clock_skew", "max_quarantine"):  # fmt: skip
         value = getattr(options, name)
         # A year bounds every TTL: key lifetimes stay finite and datetime arithmetic exact.
         if not isinstance(value, timedelta) or not 1 <= span_ms(value) <= _YEAR_MS:
             raise InvalidRequest(f"PoolOptions.{name} must be a timedelta of 1 ms to a year")
+    duration_ms(
+        options.default_quarantine,
+        "PoolOptions.default_quarantine",
+        maximum=span_ms(options.max_quarantine),
+    )
 
 
 def aware_ms(value: object, what: str, error: type[InvalidRequest] = InvalidRequest) -> int:
@@ -124,6 +136,21 @@ def text(
     return value
 
 
+def _is_text(value: object, max_text: int) -> bool:
+    """What ``text`` accepts, without building a message."""
+    return (
+        type(value) is str
+        and 0 < len(value) <= max_text
+        and value.isprintable()
+        and _NO_SPACE.fullmatch(value) is not None
+    )
+
+
+def _is_token(value: object) -> bool:
+    """What ``token`` accepts, without building a message."""
+    return type(value) is str and _TOKEN.fullmatch(value) is not None
+
+
 def token(value: object, what: str, error: type[InvalidRequest] = InvalidRequest) -> str:
     if not isinstance(value, str) or not _TOKEN.fullmatch(value):
         raise error(f"{what} must be 1-64 characters of [A-Za-z0-9._:@+-]")
@@ -145,7 +172,7 @@ def unique_key_digest(upstream_independent_key: str) -> str:
     return digest("unique", upstream_independent_key.strip().lower())
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: its __init__ is three times cheaper; nobody mutates it
 class PreparedProxy:
     """One upsert candidate after Python-side validation, digesting and credential lookup."""
 
@@ -209,47 +236,61 @@ def prepare_batch(
         raise InvalidBatch(f"batch has more than {options.max_upsert_batch} proxies")
 
     max_ttl_ms = span_ms(options.max_proxy_ttl)
+    max_text = options.max_text
     seen_ids: set[str] = set()
     seen_keys: set[str] = set()
     accepted: list[PreparedProxy] = []
     raw: list[list[object]] = []
     dropped = 0
+    # The checks below are the helpers' (text, token, count, aware_ms, _labels) as inline
+    # expressions; only a failing value goes through the helper, for its exact message. This
+    # loop runs for every upserted proxy: formatting field names up front cost more than all
+    # the checks together.
     for index, proxy in enumerate(batch.proxies):
-        where = f"proxies[{index}]"
         if not isinstance(proxy, FetchedProxy):
-            raise InvalidBatch(f"{where} must be a FetchedProxy")
-        pid = text(proxy.proxy_id, f"{where}.proxy_id", options, InvalidBatch)
+            raise InvalidBatch(f"proxies[{index}] must be a FetchedProxy")
+        pid = proxy.proxy_id
+        if not _is_text(pid, max_text):
+            text(pid, f"proxies[{index}].proxy_id", options, InvalidBatch)
         if pid in seen_ids:
-            raise InvalidBatch(f"{where}: proxy ID appears twice in the batch")
+            raise InvalidBatch(f"proxies[{index}]: proxy ID appears twice in the batch")
         seen_ids.add(pid)
-        key = text(proxy.unique_key, f"{where}.unique_key", options, InvalidBatch)
+        key = proxy.unique_key
+        if not _is_text(key, max_text):
+            text(key, f"proxies[{index}].unique_key", options, InvalidBatch)
         key_digest = unique_key_digest(key)
         if key_digest in seen_keys:
-            raise InvalidBatch(f"{where}: unique key appears twice in the batch")
+            raise InvalidBatch(f"proxies[{index}]: unique key appears twice in the batch")
         seen_keys.add(key_digest)
-        host = text(proxy.host, f"{where}.host", options, InvalidBatch)
-        port = count(proxy.port, f"{where}.port", low=1, high=65535, error=InvalidBatch)
+        host = proxy.host
+        if not _is_text(host, max_text):
+            text(host, f"proxies[{index}].host", options, InvalidBatch)
+        port = proxy.port
+        if type(port) is not int or not 1 <= port <= 65535:
+            count(port, f"proxies[{index}].port", low=1, high=65535, error=InvalidBatch)
         if not isinstance(proxy.protocol, str) or proxy.protocol not in PROTOCOLS:
-            raise InvalidBatch(f"{where}.protocol must be one of {sorted(PROTOCOLS)}")
+            raise InvalidBatch(f"proxies[{index}].protocol must be one of {sorted(PROTOCOLS)}")
         if proxy.secret_ref is not None and not isinstance(proxy.secret_ref, SecretRef):
-            raise InvalidBatch(f"{where}.secret_ref must be a SecretRef")
-        region = (
-            None if proxy.region is None else token(proxy.region, f"{where}.region", InvalidBatch)
-        )
-        carrier = (
-            None
-            if proxy.carrier is None
-            else token(proxy.carrier, f"{where}.carrier", InvalidBatch)
-        )
-        concurrency = count(
-            proxy.max_concurrency,
-            f"{where}.max_concurrency",
-            low=1,
-            high=_MAX_CONCURRENCY,
-            error=InvalidBatch,
-        )
-        expires_ms = aware_ms(proxy.expires_at, f"{where}.expires_at", InvalidBatch)
-        labels = _labels(proxy.labels, where, options)
+            raise InvalidBatch(f"proxies[{index}].secret_ref must be a SecretRef")
+        region, carrier = proxy.region, proxy.carrier
+        if region is not None and not _is_token(region):
+            token(region, f"proxies[{index}].region", InvalidBatch)
+        if carrier is not None and not _is_token(carrier):
+            token(carrier, f"proxies[{index}].carrier", InvalidBatch)
+        concurrency = proxy.max_concurrency
+        if type(concurrency) is not int or not 1 <= concurrency <= _MAX_CONCURRENCY:
+            count(concurrency, f"proxies[{index}].max_concurrency", low=1,
+                  high=_MAX_CONCURRENCY, error=InvalidBatch)  # fmt: skip
+        expires = proxy.expires_at
+        if type(expires) is datetime and expires.tzinfo is UTC:
+            expires_ms = to_ms(expires)
+            if not 0 <= expires_ms <= _MAX_MS:
+                aware_ms(expires, f"proxies[{index}].expires_at", InvalidBatch)
+        else:
+            expires_ms = aware_ms(expires, f"proxies[{index}].expires_at", InvalidBatch)
+        labels: tuple[tuple[str, str], ...] = ()
+        if type(proxy.labels) is not dict or proxy.labels:
+            labels = _labels(proxy.labels, f"proxies[{index}]", options)
         usable_ms = expires_ms - margin_ms
         ref = None if proxy.secret_ref is None else digest("ref", proxy.secret_ref.ref)
         # The operation digest covers the caller's input, not what survived filtering, so a
@@ -268,24 +309,10 @@ def prepare_batch(
                 continue
             username, password = credential.username, credential.password
         accepted.append(
-            PreparedProxy(
-                proxy_id=pid,
-                position=index,
-                key_digest=key_digest,
-                host=host,
-                port=port,
-                protocol=proxy.protocol,
-                region=region,
-                carrier=carrier,
-                max_concurrency=concurrency,
-                expires_ms=expires_ms,
-                usable_ms=usable_ms,
-                username=username,
-                password=password,
-                labels=labels,
-            )
-        )
-    content = json.dumps([upstream_id, max_size, margin_ms, raw], separators=(",", ":"))
+            PreparedProxy(pid, index, key_digest, host, port, proxy.protocol, region, carrier,
+                          concurrency, expires_ms, usable_ms, username, password, labels)
+        )  # fmt: skip
+    content = orjson.dumps([upstream_id, max_size, margin_ms, raw]).decode()
     return PreparedBatch(
         upstream_id=upstream_id,
         max_size=max_size,
@@ -511,3 +538,51 @@ def snapshot_ref(ref: object, options: PoolOptions) -> SnapshotRef:
     epoch(ref.epoch, "ref.epoch")
     text(ref.checksum, "ref.checksum", options)
     return ref
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedOutcome:
+    client_id: str
+    proxy_id: str
+    outcome: Outcome
+    #: Normal form (activity.hosts), or None.
+    host: str | None
+    #: End of the quarantine this report asks for (banned with a non-zero quarantine), or None.
+    until_ms: int | None
+
+
+def prepare_outcome(report: object, options: PoolOptions, now_ms: int) -> PreparedOutcome:
+    if not isinstance(report, OutcomeReport):
+        raise InvalidRequest("report_outcome takes an OutcomeReport")
+    client_id = text(report.client_id, "client_id", options)
+    proxy_id = text(report.proxy_id, "proxy_id", options)
+    if not isinstance(report.outcome, Outcome):
+        raise InvalidRequest(f"outcome must be one of {[o.value for o in Outcome]}")
+    reported_ms = aware_ms(report.reported_at, "reported_at")
+    if reported_ms > now_ms + span_ms(options.max_clock_skew):
+        raise InvalidRequest("reported_at lies too far in the future")  # would stretch a ban
+    host = None
+    if report.target_host is not None:
+        try:
+            host = normalize_host(report.target_host, options.max_host_length)
+        except ValueError as exc:
+            raise InvalidRequest(f"target_host {exc}") from None
+    quarantine = options.default_quarantine if report.quarantine is None else report.quarantine
+    quarantine_ms = duration_ms(quarantine, "quarantine", maximum=span_ms(options.max_quarantine))
+    until = None
+    if report.outcome is Outcome.BANNED and quarantine_ms > 0:
+        until = reported_ms + quarantine_ms
+        if until > _MAX_MS:
+            raise InvalidRequest("reported_at + quarantine is out of range")
+        if until <= now_ms:
+            until = None  # reported so late that its quarantine already ended
+    return PreparedOutcome(client_id, proxy_id, report.outcome, host, until)
+
+
+def quarantine_query(values: object, options: PoolOptions) -> tuple[str, ...]:
+    """The proxy IDs of a ``quarantine_of`` call, each once, in the caller's order."""
+    if not isinstance(values, (list, tuple)):
+        raise InvalidBatch("proxy_ids must be a list or tuple of proxy IDs")
+    if len(values) > options.max_quarantine_batch:
+        raise InvalidBatch(f"proxy_ids has more than {options.max_quarantine_batch} entries")
+    return tuple(dict.fromkeys(text(v, "proxy_ids", options, InvalidBatch) for v in values))

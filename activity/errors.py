@@ -109,6 +109,12 @@ class ReportRejected(ActivityError):
         self.proxy_ids = tuple(proxy_ids)
 
 
+class OutcomeRejected(ActivityError):
+    """An outcome report was refused (``reason``: ``OUTCOME_REASONS``); nothing changed."""
+
+    code = "outcome_rejected"
+
+
 class LayoutMismatch(ActivityError):
     """The store holds data in a layout version this code does not understand."""
 
@@ -146,6 +152,13 @@ SNAPSHOT_REASONS = (
     "not_issued",  # an ACK for a version that is not the last issued
 )
 
+#: Reasons carried by :class:`OutcomeRejected`.
+OUTCOME_REASONS = (
+    "not_found",  # no live record, not extracted, or extracted by another client (one answer,
+    # so a client never learns about another client's proxies)
+    "conflict",  # the proxy already has another outcome (or the same one for another host)
+)
+
 _ALL_ERRORS: tuple[type[ActivityError], ...] = (
     ActivityError,
     InvalidRequest,
@@ -160,6 +173,7 @@ _ALL_ERRORS: tuple[type[ActivityError], ...] = (
     SessionExpired,
     SnapshotRejected,
     ReportRejected,
+    OutcomeRejected,
     LayoutMismatch,
 )
 

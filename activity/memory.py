@@ -27,6 +27,8 @@ from activity.deadline import check_deadline
 from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
+    InvalidBatch,
+    OutcomeRejected,
     OwnershipConflict,
     ReportRejected,
     ScanBudgetExhausted,
@@ -35,6 +37,7 @@ from activity.errors import (
     SnapshotRejected,
 )
 from activity.types import (
+    EVERY_HOST,
     MANAGED_STATES,
     Assignment,
     DrainStatus,
@@ -46,6 +49,9 @@ from activity.types import (
     FetchedBatch,
     HealthResult,
     HealthUpdate,
+    Outcome,
+    OutcomeReport,
+    OutcomeResult,
     PoolOptions,
     ProxyState,
     ReportResult,
@@ -88,6 +94,14 @@ class _Record:
     latency_ms: int | None = None
     failure_reason: str | None = None
     extracted_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    outcome: Outcome
+    host: str | None
+    #: The quarantine end this report set (or kept, when a longer one stood), or None.
+    until_ms: int | None
 
 
 @dataclass(slots=True)
@@ -187,6 +201,10 @@ class MemoryPool:
         self._runtime_expiry = ZSet()
         self._replays: dict[tuple[str, str], _Replay] = {}
         self._replay_expiry = ZSet()
+        # Outcome reports live with their record; quarantines of exits outlive it.
+        self._outcomes: dict[str, _Outcome] = {}
+        self._quarantine: dict[str, dict[str, int]] = {}  # exit digest -> host -> until ms
+        self._quarantine_expiry = ZSet()  # "<exit digest>|<host>" -> until ms
 
     # ------------------------------------------------------------------ time
     def _now(self) -> int:
@@ -279,6 +297,7 @@ class MemoryPool:
             self._expiry.remove(pid)
             self._zrem(self._upstream_expiry, rec.upstream_id, pid)
             self._drop_owner(pid)
+            self._outcomes.pop(pid, None)
 
     def _drop_owner(self, pid: str) -> _Owner | None:
         owner = self._owners.pop(pid, None)
@@ -358,6 +377,7 @@ class MemoryPool:
                 skipped_terminal=counts["skipped_terminal"],
                 over_capacity=counts["over_capacity"],
                 cleaned=counts["cleaned"],
+                quarantined=counts["quarantined"],
             )
             if op is not None:
                 expires = now + span_ms(self.options.operation_ttl)
@@ -396,6 +416,8 @@ class MemoryPool:
         if rec is None:
             if holder_id is not None:
                 counts["conflicts"] += 1  # the exit is already held under another proxy ID
+            elif self._quarantined(cand.key_digest, EVERY_HOST, now):
+                counts["quarantined"] += 1  # a banned exit is not taken again for a while
             elif self._inventory.get(batch.upstream_id, 0) >= batch.max_size:
                 counts["over_capacity"] += 1
             else:
@@ -948,8 +970,12 @@ class MemoryPool:
             check_deadline()
             removed, more_records = self._clean_expired(self._now(), n)
             sessions, more_sessions = self._clean_sessions(self._server_now(), n)
+            quarantines, more_quarantines = self._clean_quarantine(self._now(), n)
             return SweepResult(
-                expired=removed, sessions=sessions, more=more_records or more_sessions
+                expired=removed,
+                sessions=sessions,
+                more=more_records or more_sessions or more_quarantines,
+                quarantines=quarantines,
             )
 
     def _clean_sessions(self, now_ms: int, limit: int) -> tuple[int, bool]:
@@ -962,6 +988,73 @@ class MemoryPool:
             del self._sessions[worker_id]
             self._drop_runtime(worker_id)
         return min(len(due), limit), len(due) > limit
+
+    # ------------------------------------------------------------------ OutcomeStore
+    def report_outcome(self, report: OutcomeReport) -> OutcomeResult:
+        with self._lock:
+            now = self._now()
+            p = v.prepare_outcome(report, self.options, now)
+            check_deadline()
+            self._clean_quarantine(now, self.options.clean_budget)
+            rec = self._records.get(p.proxy_id)
+            if rec is None or rec.expires_ms <= now or rec.extracted_by != p.client_id:
+                # One answer for all three: a client never learns of another's proxies.
+                raise OutcomeRejected("no such proxy extracted by this client", reason="not_found")
+            stored = self._outcomes.get(p.proxy_id)
+            replayed = stored is not None
+            if stored is None:
+                until = None
+                if p.until_ms is not None:
+                    until = self._quarantine_exit(rec.key_digest, p.host or EVERY_HOST, p.until_ms)
+                stored = self._outcomes[p.proxy_id] = _Outcome(p.outcome, p.host, until)
+            elif (stored.outcome, stored.host) != (p.outcome, p.host):
+                raise OutcomeRejected("this proxy already has another outcome", reason="conflict")
+            quarantined = None if stored.until_ms is None else from_ms(stored.until_ms)
+            return OutcomeResult(p.proxy_id, rec.upstream_id, stored.outcome, stored.host,
+                                 replayed, quarantined)  # fmt: skip
+
+    def _quarantined(self, key_digest: str, host: str, now_ms: int) -> bool:
+        until = self._quarantine.get(key_digest, {}).get(host)
+        return until is not None and until > now_ms
+
+    def _quarantine_exit(self, key_digest: str, host: str, until_ms: int) -> int:
+        """Quarantine the exit for ``host`` until ``until_ms``; a longer one stands."""
+        hosts = self._quarantine.setdefault(key_digest, {})
+        until = hosts[host] = max(hosts.get(host, 0), until_ms)
+        self._quarantine_expiry.add(f"{key_digest}|{host}", until)
+        return until
+
+    def _clean_quarantine(self, now_ms: int, limit: int) -> tuple[int, bool]:
+        """Forget up to ``limit`` ended quarantine entries; (removed, more remain)."""
+        due = self._quarantine_expiry.at_most(now_ms, limit + 1)
+        for member in due[:limit]:
+            self._quarantine_expiry.remove(member)
+            key_digest, _, host = member.partition("|")
+            hosts = self._quarantine[key_digest]
+            del hosts[host]
+            if not hosts:
+                del self._quarantine[key_digest]
+        return min(len(due), limit), len(due) > limit
+
+    def quarantine_of(self, proxy_ids: Sequence[str], now: datetime) -> dict[str, frozenset[str]]:
+        ids = v.quarantine_query(proxy_ids, self.options)
+        now_ms = v.aware_ms(now, "now", InvalidBatch)
+        with self._lock:
+            check_deadline()
+            out: dict[str, frozenset[str]] = {}
+            examined = 0
+            for pid in ids:
+                rec = self._records.get(pid)
+                if rec is None or rec.expires_ms <= now_ms:
+                    continue
+                hosts = self._quarantine.get(rec.key_digest, {})
+                examined += len(hosts)
+                if examined > self.options.scan_budget:
+                    raise ScanBudgetExhausted("more quarantine entries than one read may examine")
+                live = frozenset(h for h, until in hosts.items() if until > now_ms)
+                if live:
+                    out[pid] = live
+            return out
 
 
 def _apply_candidate(rec: _Record, cand: v.PreparedProxy) -> None:

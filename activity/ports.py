@@ -20,6 +20,8 @@ from activity.types import (
     FetchedBatch,
     HealthResult,
     HealthUpdate,
+    OutcomeReport,
+    OutcomeResult,
     ReportResult,
     RuntimeReport,
     RuntimeView,
@@ -108,6 +110,19 @@ class SlotsReader(Protocol):
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory: ...
 
 
+class OutcomeStore(Protocol):
+    """Outcome reports of extracting clients and the quarantine of banned exits."""
+
+    def report_outcome(self, report: OutcomeReport) -> OutcomeResult:
+        """Record how an extracted proxy went; only its extracting client, only once."""
+        ...
+
+    def quarantine_of(self, proxy_ids: Sequence[str], now: datetime) -> dict[str, frozenset[str]]:
+        """For each given live proxy whose exit is quarantined at ``now``: the banned target
+        hosts ("*": every host). Proxies without a live quarantine are left out."""
+        ...
+
+
 class Maintenance(Protocol):
     def sweep(self, limit: int) -> SweepResult: ...
 
@@ -123,6 +138,7 @@ class ActivityPool(
     RuntimeReader,
     ControlStore,
     SlotsReader,
+    OutcomeStore,
     Maintenance,
     Protocol,
 ):

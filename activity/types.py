@@ -92,6 +92,15 @@ class PoolOptions:
     max_lease_ttl: timedelta = timedelta(days=1)
     #: How far in the future a health check time may lie (checker clocks drift).
     max_clock_skew: timedelta = timedelta(seconds=60)
+    #: Quarantine of a banned exit when the report names none (``OutcomeReport.quarantine``).
+    default_quarantine: timedelta = timedelta(minutes=30)
+    #: Longest quarantine one report may ask for; it also bounds how long the quarantine keys
+    #: live past the pool's horizon.
+    max_quarantine: timedelta = timedelta(days=7)
+    #: Longest target host of an outcome report (a DNS name's limit).
+    max_host_length: int = 253
+    #: Most proxy IDs one ``quarantine_of`` call may ask about (more: InvalidBatch).
+    max_quarantine_batch: int = 1_000
 
     def __post_init__(self) -> None:
         # Imported here to keep this module free of validation helpers' import cycle.
@@ -141,6 +150,8 @@ class UpsertResult:
     #: Expired records cleaned on the way.
     cleaned: int = 0
     replayed: bool = False
+    #: New lifecycles refused because their exit is quarantined for every host ("*").
+    quarantined: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,5 +333,48 @@ class SweepResult:
     expired: int = 0
     #: Expired worker sessions (with their snapshot references and runtime) removed.
     sessions: int = 0
-    #: True when more expired records or sessions remain: call again.
+    #: True when more expired records, sessions or quarantine entries remain: call again.
     more: bool = False
+    #: Expired quarantine entries (of banned exits) removed.
+    quarantines: int = 0
+
+
+class Outcome(StrEnum):
+    """How a client's use of an extracted proxy went."""
+
+    OK = "ok"
+    BANNED = "banned"
+    TIMEOUT = "timeout"
+    AUTH_FAILED = "auth_failed"
+
+
+#: The target host of a quarantine that covers every host.
+EVERY_HOST = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeReport:
+    """The extracting client says how a proxy went; one outcome per proxy."""
+
+    client_id: str
+    proxy_id: str
+    outcome: Outcome
+    reported_at: datetime
+    #: The host the client was reaching (a DNS name or an IP, no scheme or port), or None.
+    target_host: str | None = None
+    #: How long a ``banned`` exit stays quarantined; None: ``PoolOptions.default_quarantine``.
+    #: Zero records the ban without a quarantine.
+    quarantine: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeResult:
+    proxy_id: str
+    upstream_id: str
+    outcome: Outcome
+    #: The host as stored (lowercased, normalised), or None.
+    target_host: str | None
+    #: True when this exact report was already recorded: nothing changed.
+    replayed: bool
+    #: End of the exit's quarantine for this host (a longer earlier one stays), or None.
+    quarantined_until: datetime | None

@@ -9,5 +9,5 @@ local s, err = session_for_write(w, sid, server_ms())
 if err then return err end
 if not s.iss or s.iss.v ~= version then return fail('snapshot_rejected', 'not_issued') end
 s.ack = s.iss
-redis.call('HSET', SESS, w, cjson.encode(s))
+hset(SESS, w, cjson.encode(s))
 return ok(s)

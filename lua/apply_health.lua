@@ -9,6 +9,9 @@ local now, clean_budget = tonum(ARGV[1]), tonum(ARGV[2])
 local updates = cjson.decode(ARGV[3])
 clean_expired(now, clean_budget)
 local result = {applied = 0, missing = 0, ignored = 0, stale = 0}
+local ids = {}
+for i, upd in ipairs(updates) do ids[i] = upd[1] end
+prefetch(HOT, ids); prefetch(OWN, ids); prefetch(HEALTH, ids)
 for _, upd in ipairs(updates) do
   local pid, state, checked, latency, reason = upd[1], upd[2], upd[3], upd[4], upd[5]
   local rec = get_rec(pid)
@@ -24,7 +27,7 @@ for _, upd in ipairs(updates) do
     rec.s, rec.ck = state, checked
     put_rec(pid, rec)
     -- Last success, latency, failure: for operators; no operation reads them.
-    local old = redis.call('HGET', HEALTH, pid) or '||'
+    local old = hget(HEALTH, pid) or '||'
     local success, _, failure = string.match(old, '^(%d*)|(%d*)|(.*)$')
     if state == 'available' then
       success, failure = string.format('%d', checked), ''
@@ -32,7 +35,7 @@ for _, upd in ipairs(updates) do
       failure = reason
     end
     local lat = latency == cjson.null and '' or string.format('%d', latency)
-    redis.call('HSET', HEALTH, pid, table.concat({success, lat, failure}, '|'))
+    hset(HEALTH, pid, table.concat({success, lat, failure}, '|'))
     track_end(pid, t, rec.u, rec, owner)
     result.applied = result.applied + 1
   end

@@ -10,7 +10,7 @@ local pool_now = tonum(ARGV[6])
 clean_expired(pool_now, tonum(ARGV[5]))
 local rec = get_rec(pid)
 if not rec or rec.e <= now then return fail('ownership_conflict', 'not_found') end
-if redis.call('HEXISTS', OWN, pid) == 1 then return fail('ownership_conflict', 'already_owned') end
+if hexists(OWN, pid) then return fail('ownership_conflict', 'already_owned') end
 if rec.s ~= 'available' then return fail('ownership_conflict', 'not_available') end
 if rec.uu <= now then return fail('ownership_conflict', 'past_usable') end
 local epoch = redis.call('INCR', EPOCH)

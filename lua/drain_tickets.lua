@@ -5,7 +5,7 @@
 -- Errors: layout_mismatch
 assert(#KEYS == 1 and #ARGV == 2, 'drain_tickets: arity')
 local out = {}
-for _, pid in ipairs(redis.call('ZRANGE', worker_draining_key(ARGV[1]), 0, tonum(ARGV[2]) - 1)) do
+for _, pid in ipairs(zread('ZRANGE', worker_draining_key(ARGV[1]), 0, tonum(ARGV[2]) - 1)) do
   local t = get_json(TICKETS, pid)
   t.id = pid
   out[#out + 1] = t

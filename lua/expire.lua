@@ -6,7 +6,7 @@
 assert(#KEYS == 1 and #ARGV == 2, 'expire: arity')
 local now, limit = tonum(ARGV[1]), tonum(ARGV[2])
 local expired = {}
-for _, pid in ipairs(redis.call('ZRANGEBYSCORE', OWN_EXP, '-inf', now, 'LIMIT', 0, limit)) do
+for _, pid in ipairs(zread('ZRANGEBYSCORE', OWN_EXP, '-inf', now, 'LIMIT', 0, limit)) do
   local owner = get_owner(pid)
   release(pid)
   expired[#expired + 1] = owner_view(pid, owner)

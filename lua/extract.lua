@@ -38,7 +38,7 @@ for _, f in ipairs(filters) do names[#names + 1] = f end
 local driving, smallest = nil, nil
 for i = #names, 1, -1 do
   local key = index_key(names[i][1], names[i][2])
-  local size = redis.call('ZCARD', key)
+  local size = zread('ZCARD', key)
   if smallest == nil or size < smallest then driving, smallest = key, size end
 end
 
@@ -50,15 +50,15 @@ for _, f in ipairs(filters) do wanted[f[1]] = f[2] end
 local matches = {}
 -- Read the driving index in pages by rank (O(log N + page) each), never more than the budget:
 -- a request that is satisfied early costs what it used, not the whole budget.
-local first = redis.call('ZCOUNT', driving, '-inf', threshold)
+local first = zread('ZCOUNT', driving, '-inf', threshold)
 local above = smallest - first
 local scanned, page = 0, math.max(need * 2, 8)
 while scanned < budget and scanned < above and #matches < need do
   local n = math.min(page, budget - scanned)
-  for _, pid in ipairs(redis.call('ZRANGE', driving, first + scanned, first + scanned + n - 1)) do
+  for _, pid in ipairs(zread('ZRANGE', driving, first + scanned, first + scanned + n - 1)) do
     scanned = scanned + 1
     local rec = get_rec(pid)
-    local fine = rec.s == 'available' and redis.call('HEXISTS', OWN, pid) == 0
+    local fine = rec.s == 'available' and not hexists(OWN, pid)
       and rec.e > now and rec.uu > threshold
     if fine and max_age >= 0 then fine = rec.ck ~= nil and now - rec.ck <= max_age end
     if fine then
@@ -93,7 +93,7 @@ for i = 1, take do
   rec.s, rec.x = 'extracted', client
   put_rec(pid, rec)
   track_end(pid, t, rec.u, rec, nil)
-  proxies[i] = redis.call('HGET', R, pid)
+  proxies[i] = hget(R, pid)
   if earliest == nil or rec.e < earliest then earliest = rec.e end
 end
 local result = '{"proxies":[' .. table.concat(proxies, ',') .. '],"requested":' .. count .. '}'

@@ -28,18 +28,18 @@ for _, pid in ipairs(included_list) do
   end
 end
 local pending_key = worker_draining_key(w)
-if redis.call('ZCARD', pending_key) > budget then
+if zread('ZCARD', pending_key) > budget then
   return fail('scan_budget_exhausted')
 end
 s.iss = ref
-redis.call('HSET', SESS, w, cjson.encode(s))
+hset(SESS, w, cjson.encode(s))
 local bound = 0
-for _, pid in ipairs(redis.call('ZRANGE', pending_key, 0, -1)) do
+for _, pid in ipairs(zread('ZRANGE', pending_key, 0, -1)) do
   local ticket = get_json(TICKETS, pid)
   local fresh = ticket.sv == nil or ticket.g ~= s.g
   if fresh and ticket.re <= ref.e and not included[pid] then
     ticket.sv, ticket.se, ticket.sc, ticket.g = ref.v, ref.e, ref.c, s.g
-    redis.call('HSET', TICKETS, pid, cjson.encode(ticket))
+    hset(TICKETS, pid, cjson.encode(ticket))
     bound = bound + 1
   end
 end

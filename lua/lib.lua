@@ -27,10 +27,124 @@ local function k(name) return NS .. name end
 local touched = {}
 local function touch(key) touched[key] = true end
 
--- Lifetimes only ever grow (see finish): extend, never shorten. A key without a TTL gets one.
 local GRACE_MS = 60000
 local call_ttl = nil  -- the TTL this call extended keys to, for flush_counts
+
+-- Hash and sorted-set access goes through the helpers below, never through `redis.call`
+-- directly. Writes are buffered for the length of one call and sent as one command per key
+-- (flush_writes): an upsert chunk of 500 new proxies is five HSET/ZADD commands, not 2,500,
+-- and every command sent from Lua costs a fixed ~1.5 us here (docs/PERFORMANCE.md). Reads
+-- see this call's own buffered writes first, then what they (or a `prefetch`) read before.
+-- A sorted-set read flushes the buffered sorted-set writes first (zread): ranks and counts
+-- must see them. Buffers live for one call (reset by bind); nothing is kept across calls.
+local hbuf, zbuf, rcache = {}, {}, {}  -- key -> field/member -> value (false: deleted/removed)
+local FLUSH_CHUNK = 400  -- fields or members per command: keeps `unpack` far below Lua's limit
+
+local function hget(hash, field)
+  local pending_hash = hbuf[hash]
+  if pending_hash then
+    local v = pending_hash[field]
+    if v ~= nil then return v or nil end
+  end
+  local cached = rcache[hash]
+  if not cached then
+    cached = {}
+    rcache[hash] = cached
+  end
+  local v = cached[field]
+  if v == nil then
+    v = redis.call('HGET', hash, field)
+    cached[field] = v
+  end
+  return v or nil
+end
+
+-- Read many fields of one hash in a few HMGETs, so later hget calls need no round trip.
+local function prefetch(hash, fields)
+  local cached = rcache[hash]
+  if not cached then
+    cached = {}
+    rcache[hash] = cached
+  end
+  for first = 1, #fields, FLUSH_CHUNK do
+    local last = math.min(#fields, first + FLUSH_CHUNK - 1)
+    local values = redis.call('HMGET', hash, unpack(fields, first, last))
+    for i = first, last do
+      if cached[fields[i]] == nil then cached[fields[i]] = values[i - first + 1] end
+    end
+  end
+end
+
+local function buffered(buffers, key)
+  local b = buffers[key]
+  if not b then
+    b = {}
+    buffers[key] = b
+  end
+  return b
+end
+local function hset(hash, field, value) buffered(hbuf, hash)[field] = value end
+local function hdel(hash, field) buffered(hbuf, hash)[field] = false end
+local function hexists(hash, field) return hget(hash, field) ~= nil end
+local function zadd(key, score, member) buffered(zbuf, key)[member] = score end
+local function zrem(key, member) buffered(zbuf, key)[member] = false end
+
+local function score_text(score)
+  if score == math.floor(score) then return string.format('%d', score) end
+  return string.format('%.17g', score)
+end
+
+-- Send one key's buffered writes: sets/adds in chunks, then deletes/removes in chunks.
+local function send(set_cmd, del_cmd, key, entries, pair)
+  local sets, dels = {}, {}
+  for name, value in pairs(entries) do
+    if value == false then
+      dels[#dels + 1] = name
+    else
+      pair(sets, name, value)
+    end
+  end
+  for first = 1, #sets, 2 * FLUSH_CHUNK do
+    redis.call(set_cmd, key, unpack(sets, first, math.min(#sets, first + 2 * FLUSH_CHUNK - 1)))
+  end
+  for first = 1, #dels, FLUSH_CHUNK do
+    redis.call(del_cmd, key, unpack(dels, first, math.min(#dels, first + FLUSH_CHUNK - 1)))
+  end
+end
+local function hash_pair(out, field, value)
+  out[#out + 1] = field
+  out[#out + 1] = value
+end
+local function zset_pair(out, member, score)
+  out[#out + 1] = score_text(score)
+  out[#out + 1] = member
+end
+
+local function flush_zsets()
+  for key, entries in pairs(zbuf) do send('ZADD', 'ZREM', key, entries, zset_pair) end
+  zbuf = {}
+end
+
+-- Every buffered write, sent. Hash values stay readable through rcache afterwards.
+local function flush_writes()
+  for hash, entries in pairs(hbuf) do
+    send('HSET', 'HDEL', hash, entries, hash_pair)
+    local cached = buffered(rcache, hash)
+    for field, value in pairs(entries) do cached[field] = value end
+  end
+  hbuf = {}
+  flush_zsets()
+end
+
+-- A sorted-set read (ZCARD, ZRANGE, ZCOUNT, ZRANGEBYSCORE, ...), after the buffered writes.
+local function zread(cmd, key, ...)
+  if next(zbuf) then flush_zsets() end
+  return redis.call(cmd, key, ...)
+end
+
+-- Lifetimes only ever grow (see finish): extend, never shorten. A key without a TTL gets one.
 local function extend(key, ms)
+  if next(hbuf) or next(zbuf) then flush_writes() end  -- the key may exist only in a buffer
   local current = redis.call('PTTL', key)
   if current == -1 or (current >= 0 and current < ms) then redis.call('PEXPIRE', key, ms) end
 end
@@ -45,7 +159,7 @@ end
 local function tonum(s) return tonumber(s) end
 
 local function get_json(hash, field)
-  local raw = redis.call('HGET', hash, field)
+  local raw = hget(hash, field)
   if raw then return cjson.decode(raw) end
   return nil
 end
@@ -57,7 +171,7 @@ end
 local HOT_PATTERN = '^(%a+)|(%d+)|(%d+)|(%d*)|(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
 local function blank(v) if v == '' then return nil end return v end
 local function get_rec(pid)
-  local raw = redis.call('HGET', HOT, pid)
+  local raw = hget(HOT, pid)
   if not raw then return nil end
   local s, e, uu, ck, m, u, pr, r, c, key, x = string.match(raw, HOT_PATTERN)
   assert(s, 'unreadable hot record ' .. pid)  -- never act on a record it cannot read
@@ -65,23 +179,46 @@ local function get_rec(pid)
           pr = pr, r = blank(r), c = blank(c), k = key, x = blank(x)}
 end
 local function put_rec(pid, rec)
-  redis.call('HSET', HOT, pid, table.concat({rec.s, string.format('%d', rec.e),
+  hset(HOT, pid, table.concat({rec.s, string.format('%d', rec.e),
     string.format('%d', rec.uu), rec.ck and string.format('%d', rec.ck) or '', rec.m, rec.u,
     rec.pr, rec.r or '', rec.c or '', rec.k, rec.x or ''}, '|'))
 end
 local function get_owner(pid) return get_json(OWN, pid) end
 
 local function digest(value) return redis.sha1hex(value) end
-local function expiry_key(u) return k('expiry:' .. u) end
+-- Key names built from labels, kept while the namespace stays the same (bind clears them when
+-- it changes, and when more than NAMED_MAX names are kept): building a name is string work
+-- that upsert and extract would otherwise repeat for every proxy.
+local NAMED_MAX = 4096
+local named, named_count = {}, 0
+local function named_key(dim, value)
+  local by_value = named[dim]
+  if not by_value then
+    by_value = {}
+    named[dim] = by_value
+  end
+  local key = by_value[value]
+  if not key then
+    if named_count >= NAMED_MAX then
+      by_value, named_count = {}, 0
+      named = {[dim] = by_value}
+    end
+    key = k(dim .. ':' .. value)
+    by_value[value] = key
+    named_count = named_count + 1
+  end
+  return key
+end
+local function expiry_key(u) return named_key('expiry', u) end
 local function owned_key(u) return k('owned:' .. digest(u)) end
 local function worker_owned_key(w) return k('worker-owned:' .. digest(w)) end
 local function worker_draining_key(w) return k('worker-draining:' .. digest(w)) end
-local function index_key(dim, value) if dim == 'available' then return AVAIL end return k(dim .. ':' .. value) end
+local function index_key(dim, value) if dim == 'available' then return AVAIL end return named_key(dim, value) end
 
 local function index_keys(rec)
-  local keys = {AVAIL, k('upstream:' .. rec.u), k('protocol:' .. rec.pr)}
-  if rec.r ~= cjson.null and rec.r ~= nil then keys[#keys + 1] = k('region:' .. rec.r) end
-  if rec.c ~= cjson.null and rec.c ~= nil then keys[#keys + 1] = k('carrier:' .. rec.c) end
+  local keys = {AVAIL, named_key('upstream', rec.u), named_key('protocol', rec.pr)}
+  if rec.r ~= cjson.null and rec.r ~= nil then keys[#keys + 1] = named_key('region', rec.r) end
+  if rec.c ~= cjson.null and rec.c ~= nil then keys[#keys + 1] = named_key('carrier', rec.c) end
   return keys
 end
 
@@ -126,8 +263,8 @@ local function flush_counts()
         redis.call('HDEL', hash, field)
       end
     end
-    local ttl = call_ttl or redis.call('PTTL', HOT)  -- `hot` lives to the horizon
-    if ttl > 0 then extend(hash, ttl) end
+    if not call_ttl then call_ttl = redis.call('PTTL', HOT) end  -- `hot` lives to the horizon
+    if call_ttl > 0 then extend(hash, call_ttl) end
   end
   pending = {}
 end
@@ -140,9 +277,9 @@ local function track_begin(pid, rec, owner)
   -- and unowned, the upstream's owned index when AVAILABLE and held without draining.
   if rec and rec.s == 'available' then
     if not owner then
-      for _, key in ipairs(index_keys(rec)) do redis.call('ZREM', key, pid) end
+      for _, key in ipairs(index_keys(rec)) do zrem(key, pid) end
     elseif not owner.d then
-      redis.call('ZREM', owned_key(rec.u), pid)
+      zrem(owned_key(rec.u), pid)
     end
   end
   return {inv = inv, man = man}
@@ -155,12 +292,12 @@ local function track_end(pid, t, upstream, rec, owner)
   if rec and rec.s == 'available' then
     if not owner then
       for _, key in ipairs(index_keys(rec)) do
-        redis.call('ZADD', key, rec.uu, pid)
+        zadd(key, rec.uu, pid)
         touch(key)
       end
     elseif not owner.d then
       local key = owned_key(rec.u)
-      redis.call('ZADD', key, rec.uu, pid)
+      zadd(key, rec.uu, pid)
       touch(key)
     end
   end
@@ -168,12 +305,12 @@ end
 
 local function set_lease(pid, owner, lease)
   owner.l = lease
-  redis.call('HSET', OWN, pid, cjson.encode(owner))
-  redis.call('ZADD', OWN_EXP, lease, pid)
+  hset(OWN, pid, cjson.encode(owner))
+  zadd(OWN_EXP, lease, pid)
   touch(OWN); touch(OWN_EXP)
   if not owner.d then
     local key = worker_owned_key(owner.w)
-    redis.call('ZADD', key, lease, pid)
+    zadd(key, lease, pid)
     touch(key)
   end
 end
@@ -181,13 +318,13 @@ end
 local function drop_owner(pid)
   local owner = get_owner(pid)
   if not owner then return nil end
-  redis.call('HDEL', OWN, pid)
-  redis.call('ZREM', OWN_EXP, pid)
-  redis.call('ZREM', worker_owned_key(owner.w), pid)
+  hdel(OWN, pid)
+  zrem(OWN_EXP, pid)
+  zrem(worker_owned_key(owner.w), pid)
   local ticket = get_json(TICKETS, pid)
   if ticket then
-    redis.call('HDEL', TICKETS, pid)
-    redis.call('ZREM', worker_draining_key(ticket.w), pid)
+    hdel(TICKETS, pid)
+    zrem(worker_draining_key(ticket.w), pid)
   end
   return owner
 end
@@ -195,36 +332,37 @@ end
 local function delete_rec(pid, rec)
   local owner = get_owner(pid)
   local t = track_begin(pid, rec, owner)
-  redis.call('HDEL', R, pid)
-  redis.call('HDEL', HOT, pid)
-  redis.call('HDEL', HEALTH, pid)
-  if redis.call('HGET', UNIQ, rec.k) == pid then redis.call('HDEL', UNIQ, rec.k) end
-  redis.call('ZREM', EXP, pid)
-  redis.call('ZREM', expiry_key(rec.u), pid)
+  hdel(R, pid)
+  hdel(HOT, pid)
+  hdel(HEALTH, pid)
+  if hget(UNIQ, rec.k) == pid then hdel(UNIQ, rec.k) end
+  zrem(EXP, pid)
+  zrem(expiry_key(rec.u), pid)
   drop_owner(pid)
+  hdel(k('outcomes'), pid)  -- report_outcome.lua: an outcome lives with its record
   track_end(pid, t, rec.u, nil, nil)
 end
 
 -- Remove up to `limit` records past their hard expiry from `zkey` (global or one upstream's).
 local function clean_expired(now, limit, zkey)
-  local due = redis.call('ZRANGEBYSCORE', zkey or EXP, '-inf', now, 'LIMIT', 0, limit + 1)
+  local due = zread('ZRANGEBYSCORE', zkey or EXP, '-inf', now, 'LIMIT', 0, limit + 1)
   local n = math.min(#due, limit)
   for i = 1, n do
     local rec = get_rec(due[i])
     if rec then
       delete_rec(due[i], rec)
     else  -- an index entry without its record (never expected): drop it, do not stop
-      redis.call('ZREM', EXP, due[i])
-      if zkey then redis.call('ZREM', zkey, due[i]) end
+      zrem(EXP, due[i])
+      if zkey then zrem(zkey, due[i]) end
     end
   end
   return n, #due > limit
 end
 
 local function set_expiry(pid, rec)
-  redis.call('ZADD', EXP, rec.e, pid)
+  zadd(EXP, rec.e, pid)
   local key = expiry_key(rec.u)
-  redis.call('ZADD', key, rec.e, pid)
+  zadd(key, rec.e, pid)
   touch(EXP); touch(key)
 end
 
@@ -235,7 +373,8 @@ end
 -- The fixed keys are extended together whenever the horizon moves; a dynamic key (an index,
 -- a per-worker set) whenever an operation touches it; counters when they are written.
 local function finish(now)
-  local latest = redis.call('ZRANGE', EXP, -1, -1, 'WITHSCORES')[2]
+  flush_writes()
+  local latest = zread('ZRANGE', EXP, -1, -1, 'WITHSCORES')[2]
   local known = tonumber(redis.call('HGET', META, 'horizon') or '0')
   if latest and tonumber(latest) > known then
     known = tonumber(latest)
@@ -252,6 +391,7 @@ end
 
 -- For operations that are given no caller clock: `hot` already lives to the horizon.
 local function finish_like_records()
+  flush_writes()
   local ttl = redis.call('PTTL', HOT)
   if ttl <= 0 then return end
   call_ttl = ttl
@@ -283,9 +423,9 @@ local function server_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function count_above(key, threshold) return redis.call('ZCOUNT', key, '(' .. threshold, '+inf') end
+local function count_above(key, threshold) return zread('ZCOUNT', key, '(' .. threshold, '+inf') end
 local function range_above(key, threshold, limit)
-  return redis.call('ZRANGEBYSCORE', key, '(' .. threshold, '+inf', 'LIMIT', 0, limit)
+  return zread('ZRANGEBYSCORE', key, '(' .. threshold, '+inf', 'LIMIT', 0, limit)
 end
 
 -- Worker sessions and runtime live on the server's clock (ADR rule 5).
@@ -361,8 +501,10 @@ end
 -- the same), forget the previous call's touched keys, refuse a foreign data layout.
 local function bind(meta)
   touched, pending, stored_counts, call_ttl = {}, {}, {}, nil
+  hbuf, zbuf, rcache = {}, {}, {}
   if meta ~= META then
     META, NS = meta, string.sub(meta, 1, #meta - 4)
+    named, named_count = {}, 0
     R, HOT, HEALTH = k('records'), k('hot'), k('health')
     UNIQ, EXP, AVAIL = k('unique'), k('expiry'), k('available')
     INV, MANAGED_COUNT = k('inventory'), k('managed')

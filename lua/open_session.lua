@@ -12,11 +12,11 @@ if s and s.sid == sid then
   s.x = snow + ttl -- heartbeat of the current instance
 else
   s = {sid = sid, g = redis.call('INCR', GEN), x = snow + ttl, seq = 0}
-  redis.call('HDEL', RT, w)
-  redis.call('ZREM', RT_EXP, w)
+  hdel(RT, w)
+  zrem(RT_EXP, w)
 end
-redis.call('HSET', SESS, w, cjson.encode(s))
-redis.call('ZADD', SESS_EXP, s.x, w)
+hset(SESS, w, cjson.encode(s))
+zadd(SESS_EXP, s.x, w)
 -- The epoch and generation counters must outlive every session that holds values of them
 -- (created here if need be, so there is a key to extend).
 redis.call('SET', EPOCH, 0, 'NX')

@@ -1,22 +1,32 @@
--- sweep.lua: ADR-005 "短 TTL 清理" layer 3, plus expired worker sessions and reports.
+-- sweep.lua: ADR-005 "短 TTL 清理" layer 3, plus expired worker sessions and reports, and
+-- ended quarantines of banned exits.
 -- KEYS[1] <prefix>:{activity}:meta
 -- ARGV[1] now (caller clock, ms)   ARGV[2] limit
--- Returns: {"ok": {expired, sessions, more}}
+-- Returns: {"ok": {expired, sessions, quarantines, more}}
 -- Errors: layout_mismatch
 assert(#KEYS == 1 and #ARGV == 2, 'sweep: arity')
 local now, limit = tonum(ARGV[1]), tonum(ARGV[2])
 local expired, more_records = clean_expired(now, limit)
 local snow = server_ms()
-for _, w in ipairs(redis.call('ZRANGEBYSCORE', RT_EXP, '-inf', snow, 'LIMIT', 0, limit)) do
-  redis.call('HDEL', RT, w)
-  redis.call('ZREM', RT_EXP, w)
+for _, w in ipairs(zread('ZRANGEBYSCORE', RT_EXP, '-inf', snow, 'LIMIT', 0, limit)) do
+  hdel(RT, w)
+  zrem(RT_EXP, w)
 end
-local due = redis.call('ZRANGEBYSCORE', SESS_EXP, '-inf', snow, 'LIMIT', 0, limit + 1)
+local due = zread('ZRANGEBYSCORE', SESS_EXP, '-inf', snow, 'LIMIT', 0, limit + 1)
 local sessions = math.min(#due, limit)
 for i = 1, sessions do
-  redis.call('ZREM', SESS_EXP, due[i])
-  redis.call('HDEL', SESS, due[i])
-  redis.call('HDEL', RT, due[i])
-  redis.call('ZREM', RT_EXP, due[i])
+  zrem(SESS_EXP, due[i])
+  hdel(SESS, due[i])
+  hdel(RT, due[i])
+  zrem(RT_EXP, due[i])
 end
-return ok({expired = expired, sessions = sessions, more = more_records or #due > limit})
+local QUAR, QUAR_EXP, QUAR_EXITS = k('quarantine'), k('quarantine-expiry'), k('quarantine-exits')
+local ended = zread('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0, limit + 1)
+local quarantines = math.min(#ended, limit)
+for i = 1, quarantines do
+  hdel(QUAR, ended[i])
+  zrem(QUAR_EXP, ended[i])
+  zrem(QUAR_EXITS, ended[i])
+end
+return ok({expired = expired, sessions = sessions, quarantines = quarantines,
+           more = more_records or #due > limit or #ended > limit})

@@ -8,20 +8,21 @@
 -- ARGV[7]  this chunk's operation key suffix ("op:<digest>")
 -- ARGV[8]  content digest of the whole call (a reused operation ID with other content conflicts)
 -- ARGV[9]  operation result TTL (ms)
--- ARGV[10] JSON array of candidates [id, k, pr, r, c, m, e, uu, j], validated; j is the record's
---          static JSON as Python built it (stored and handed back verbatim)
+-- ARGV[10] JSON array of candidates [id, k, pr, r, c, m, e, uu], validated
 -- ARGV[11] whole-call key suffix ("op:<digest>"): the first chunk replays a finished call
 -- ARGV[12] "1" on the last chunk, which stores the whole call's result there
 -- ARGV[13] JSON totals of the earlier chunks, with the Python-side `dropped`
 -- ARGV[14] nonce of this call (its own low-level retry is not a replay to the caller)
+-- ARGV[15..] each candidate's static JSON, in candidate order, as Python built it (stored and
+--          handed back verbatim; separate arguments so no JSON is decoded or escaped twice)
 -- Returns: {"ok": {inserted, refreshed, conflicts, skipped_terminal, over_capacity, cleaned,
---          replayed, [dropped, whole: true when the finished call was replayed]}}
+--          quarantined, replayed, [dropped, whole: true when the finished call was replayed]}}
 -- Errors: idempotency_conflict, layout_mismatch
-assert(#KEYS == 1 and #ARGV == 14, 'upsert: arity')
 local now, u, max_size = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local clean_budget, scan_budget, fetched = tonum(ARGV[4]), tonum(ARGV[5]), tonum(ARGV[6])
 local op, content, op_ttl = ARGV[7], ARGV[8], tonum(ARGV[9])
 local cands = cjson.decode(ARGV[10])
+assert(#KEYS == 1 and #ARGV == 14 + #cands, 'upsert: arity')
 local whole_key, last, earlier = k(ARGV[11]), ARGV[12] == '1', cjson.decode(ARGV[13])
 local nonce = ARGV[14]
 
@@ -38,7 +39,7 @@ for _, key in ipairs({whole_key, k(op)}) do
 end
 
 local counts = {inserted = 0, refreshed = 0, conflicts = 0, skipped_terminal = 0,
-                over_capacity = 0, cleaned = 0, replayed = false}
+                over_capacity = 0, cleaned = 0, quarantined = 0, replayed = false}
 local function inventory() return counter(INV, u) end
 local function nullable(v) if v == cjson.null then return nil end return v end
 
@@ -51,13 +52,29 @@ end
 local function apply(rec, c)
   rec.pr, rec.r, rec.c = c.pr, nullable(c.r), nullable(c.c)
   rec.m, rec.e, rec.uu = c.m, c.e, c.uu
-  redis.call('HSET', R, c.id, c.j)
+  hset(R, c.id, c.j)
 end
 
-for _, a in ipairs(cands) do
+-- Read what the loop will ask about in a few HMGETs instead of two HGETs per proxy.
+local ids, keys = {}, {}
+for i, a in ipairs(cands) do ids[i], keys[i] = a[1], a[2] end
+prefetch(HOT, ids); prefetch(UNIQ, keys)
+local known = {}  -- only a proxy already stored can have an owner
+for _, id in ipairs(ids) do if hget(HOT, id) then known[#known + 1] = id end end
+prefetch(OWN, known)
+-- Exit-wide quarantines (report_outcome.lua), read only when there are any at all.
+local QUAR = k('quarantine')
+local quarantines = redis.call('EXISTS', QUAR) == 1
+if quarantines then
+  local every_host = {}
+  for i, key in ipairs(keys) do every_host[i] = key .. '|*' end
+  prefetch(QUAR, every_host)
+end
+
+for i, a in ipairs(cands) do
   local c = {id = a[1], k = a[2], pr = a[3], r = a[4], c = a[5], m = a[6], e = a[7], uu = a[8],
-             j = a[9]}
-  local holder = redis.call('HGET', UNIQ, c.k)
+             j = ARGV[14 + i]}
+  local holder = hget(UNIQ, c.k)
   local rec = get_rec(c.id)
   -- An expired incumbent (under this exit or this ID) never blocks a new lifecycle.
   if holder and holder ~= c.id then
@@ -77,6 +94,8 @@ for _, a in ipairs(cands) do
   if not rec then
     if holder then
       counts.conflicts = counts.conflicts + 1 -- the exit is held under another proxy ID
+    elseif quarantines and tonum(hget(QUAR, c.k .. '|*') or '0') > now then
+      counts.quarantined = counts.quarantined + 1 -- a banned exit is not taken again for a while
     elseif inventory() >= max_size then
       counts.over_capacity = counts.over_capacity + 1
     else
@@ -85,7 +104,7 @@ for _, a in ipairs(cands) do
       local t = track_begin(c.id, nil, nil)
       put_rec(c.id, rec)
       track_end(c.id, t, u, rec, nil)
-      redis.call('HSET', UNIQ, c.k, c.id)
+      hset(UNIQ, c.k, c.id)
       set_expiry(c.id, rec)
       counts.inserted = counts.inserted + 1
     end

@@ -8,7 +8,7 @@ assert(#KEYS == 1 and #ARGV == 3, 'upstream_inventory: arity')
 local now, u, budget = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local _, more = clean_expired(now, budget, expiry_key(u))
 if more then return fail('scan_budget_exhausted') end
-local unassigned, assigned = k('upstream:' .. u), owned_key(u)
+local unassigned, assigned = named_key('upstream', u), owned_key(u)
 if count_above(unassigned, now) + count_above(assigned, now) > budget then
   return fail('scan_budget_exhausted')
 end

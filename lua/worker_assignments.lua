@@ -8,8 +8,8 @@ assert(#KEYS == 1 and #ARGV == 2, 'worker_assignments: arity')
 local w, limit = ARGV[1], tonum(ARGV[2])
 local key = worker_owned_key(w)
 local items = {}
-for _, pid in ipairs(redis.call('ZRANGE', key, 0, limit - 1)) do
+for _, pid in ipairs(zread('ZRANGE', key, 0, limit - 1)) do
   items[#items + 1] = owner_view(pid, get_owner(pid))
 end
 return ok({epoch = tonumber(redis.call('GET', EPOCH) or '0'), assignments = items,
-           complete = redis.call('ZCARD', key) <= limit})
+           complete = zread('ZCARD', key) <= limit})

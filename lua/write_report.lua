@@ -39,14 +39,14 @@ if #foreign > 0 then
 end
 local rt = {sid = report.sid, seq = report.seq, sv = report.sv, ep = report.ep, en = entries,
             x = snow + ttl}
-redis.call('HSET', RT, w, cjson.encode(rt))
-redis.call('ZADD', RT_EXP, rt.x, w)
+hset(RT, w, cjson.encode(rt))
+zadd(RT_EXP, rt.x, w)
 extend(RT, ttl + GRACE_MS); extend(RT_EXP, ttl + GRACE_MS)
 s.seq, s.dig = report.seq, body
-redis.call('HSET', SESS, w, cjson.encode(s))
+hset(SESS, w, cjson.encode(s))
 local released = {}
 local known = {session = s, rt = rt}
-for _, pid in ipairs(redis.call('ZRANGE', worker_draining_key(w), 0, budget - 1)) do
+for _, pid in ipairs(zread('ZRANGE', worker_draining_key(w), 0, budget - 1)) do
   if drain_status(pid, w, false, snow, known) == 'released' then released[#released + 1] = pid end
 end
 for _, pid in ipairs(released) do release(pid) end

@@ -19,6 +19,7 @@ from activity.contract.deadlines import TestDeadlines
 from activity.contract.extract import TestExtract, TestExtractInput
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
+from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
 from activity.contract.runtime import TestRuntimeInput, TestWorkerRuntime
 from activity.contract.slots import TestSlots
@@ -34,6 +35,8 @@ __all__ = [
     "TestExtractInput",
     "TestHealth",
     "TestHealthInput",
+    "TestOutcome",
+    "TestOutcomeInput",
     "TestOwnership",
     "TestOwnershipInput",
     "TestRuntimeInput",

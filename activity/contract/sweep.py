@@ -8,7 +8,7 @@ import pytest
 
 from activity.contract.harness import PoolFactory, ids
 from activity.errors import InvalidRequest, ScanBudgetExhausted
-from activity.types import PoolOptions
+from activity.types import ExtractMode, PoolOptions
 
 SEC = timedelta(seconds=1)
 MIN = timedelta(minutes=1)
@@ -61,6 +61,30 @@ class TestSweep:
             h.pool.inventory("u1")
         h.pool.sweep(10)
         assert h.pool.inventory("u1") == 0
+
+    def test_largest_batches_through_every_write_path(self, make_pool: PoolFactory):
+        """Bounded everything, at the bounds: the largest upsert, health batch, extract and
+        sweep each change exactly what they say (Redis sends such writes in several commands)."""
+        h = make_pool()
+        stocked = [f"b{i}" for i in range(1_200)]
+        result = h.upsert([h.proxy(pid, ttl=MIN) for pid in stocked], max_size=10_000)
+        assert result.inserted == 1_200
+        for first in range(0, 1_200, 1_000):  # max_health_batch is 1,000
+            h.mark(stocked[first : first + 1_000])
+        assert h.pool.inventory("u1") == 1_200
+        taken = h.take(1_000, mode=ExtractMode.ALL_OR_NOTHING)
+        assert len(set(ids(taken))) == 1_000
+        assert h.pool.inventory("u1") == 200
+        left = ids(h.take(1_000))
+        assert sorted(left) == sorted(set(stocked) - set(ids(taken)))
+        assert h.pool.inventory("u1") == 0
+        h.stock(*[f"x{i}" for i in range(500)], ttl=MIN)
+        h.advance(2 * MIN)
+        swept = h.pool.sweep(10_000)
+        assert (swept.expired, swept.more) == (1_700, False)
+        assert h.pool.upstream_inventory("u1").managed == 0
+        h.stock("fresh")
+        assert ids(h.take(5)) == ["fresh"]
 
     @pytest.mark.parametrize("limit", [0, -1, 10_001, "10", 1.5])
     def test_bad_limits(self, make_pool: PoolFactory, limit):

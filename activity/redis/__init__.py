@@ -8,12 +8,12 @@ Keys, scripts and reply formats stay private to this package.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -22,7 +22,7 @@ from activity import _validation as v
 from activity._time import from_ms, span_ms
 from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
-from activity.errors import InvalidRequest
+from activity.errors import InvalidBatch, InvalidRequest
 from activity.redis._scripts import Scripts
 from activity.types import (
     Assignment,
@@ -34,6 +34,9 @@ from activity.types import (
     FetchedBatch,
     HealthResult,
     HealthUpdate,
+    Outcome,
+    OutcomeReport,
+    OutcomeResult,
     PoolOptions,
     ReportResult,
     RuntimeEntry,
@@ -105,11 +108,12 @@ class RedisPool:
                 f"op:{op}",
                 prepared.content_digest,
                 span_ms(self.options.operation_ttl),
-                [_candidate(c, prepared) for c in chunk],
+                [_candidate(c) for c in chunk],
                 whole,
                 index == len(chunks) - 1,
                 totals,
                 nonce,
+                *[_static(c, prepared) for c in chunk],
                 retry_safe=True,
             )
             if reply.pop("whole", False):
@@ -128,6 +132,7 @@ class RedisPool:
             over_capacity=int(totals["over_capacity"]),
             cleaned=int(totals["cleaned"]),
             replayed=replayed,
+            quarantined=int(totals.get("quarantined", 0)),  # absent from older stored results
         )
 
     # ------------------------------------------------------------------ HealthStore
@@ -339,7 +344,42 @@ class RedisPool:
     def sweep(self, limit: int) -> SweepResult:
         n = v.limit(limit, self.options)
         reply = self._scripts.call("sweep", self._now(), n)
-        return SweepResult(int(reply["expired"]), int(reply["sessions"]), bool(reply["more"]))
+        return SweepResult(
+            int(reply["expired"]),
+            int(reply["sessions"]),
+            bool(reply["more"]),
+            int(reply["quarantines"]),
+        )
+
+    # ------------------------------------------------------------------ OutcomeStore
+    def report_outcome(self, report: OutcomeReport) -> OutcomeResult:
+        now = self._now()
+        p = v.prepare_outcome(report, self.options, now)
+        reply = self._scripts.call(
+            "report_outcome",
+            now,
+            p.client_id,
+            p.proxy_id,
+            p.outcome.value,
+            p.host or "",
+            "" if p.until_ms is None else p.until_ms,
+            self.options.clean_budget,
+        )
+        until = reply["q"]
+        return OutcomeResult(
+            proxy_id=p.proxy_id,
+            upstream_id=reply["u"],
+            outcome=Outcome(reply["o"]),
+            target_host=reply["h"] or None,
+            replayed=bool(reply["r"]),
+            quarantined_until=from_ms(int(until)) if until else None,
+        )
+
+    def quarantine_of(self, proxy_ids: Sequence[str], now: datetime) -> dict[str, frozenset[str]]:
+        ids = v.quarantine_query(proxy_ids, self.options)
+        now_ms = v.aware_ms(now, "now", InvalidBatch)
+        reply = self._scripts.call("quarantine_of", now_ms, list(ids), self.options.scan_budget)
+        return {pid: frozenset(_list(hosts)) for pid, hosts in _list(reply)}
 
 
 def _bounded(client: redis.Redis, timeout: timedelta) -> redis.Redis:
@@ -381,24 +421,8 @@ _STATIC = ("id", "u", "k", "h", "p", "pr", "r", "c", "m", "e", "uu", "f", "un", 
 _AT = {name: index for index, name in enumerate(_STATIC)}
 
 
-def _candidate(c: v.PreparedProxy, batch: v.PreparedBatch) -> list[object]:
-    static = [
-        c.proxy_id,
-        batch.upstream_id,
-        c.key_digest,
-        c.host,
-        c.port,
-        c.protocol,
-        c.region,
-        c.carrier,
-        c.max_concurrency,
-        c.expires_ms,
-        c.usable_ms,
-        batch.fetched_ms,
-        c.username,
-        c.password,
-        c.labels,
-    ]
+def _candidate(c: v.PreparedProxy) -> list[object]:
+    """What upsert.lua reads of a candidate."""
     return [
         c.proxy_id,
         c.key_digest,
@@ -408,8 +432,30 @@ def _candidate(c: v.PreparedProxy, batch: v.PreparedBatch) -> list[object]:
         c.max_concurrency,
         c.expires_ms,
         c.usable_ms,
-        json.dumps(static, separators=(",", ":")),
     ]
+
+
+def _static(c: v.PreparedProxy, batch: v.PreparedBatch) -> bytes:
+    """The record's static JSON, stored verbatim and handed back by extract (see _AT)."""
+    return orjson.dumps(
+        [
+            c.proxy_id,
+            batch.upstream_id,
+            c.key_digest,
+            c.host,
+            c.port,
+            c.protocol,
+            c.region,
+            c.carrier,
+            c.max_concurrency,
+            c.expires_ms,
+            c.usable_ms,
+            batch.fetched_ms,
+            c.username,
+            c.password,
+            c.labels,
+        ]
+    )
 
 
 def _extracted(p: list[Any]) -> ExtractedProxy:

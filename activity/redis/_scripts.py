@@ -13,11 +13,11 @@ the shared code table in ``activity.errors``.
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+import orjson
 import redis
 
 from activity.deadline import check_deadline
@@ -51,6 +51,8 @@ SCRIPT_NAMES = (
     "drain_tickets",
     "upstream_inventory",
     "sweep",
+    "report_outcome",
+    "quarantine_of",
 )
 
 _TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
@@ -66,6 +68,7 @@ _WRAPPER = (
     "  local layout_error = bind(KEYS[1])\n"
     "  if layout_error then return layout_error end\n"
     "  local reply = (function()\n{body}\n  end)()\n"
+    "  flush_writes()\n"
     "  flush_counts()\n"
     "  return reply\n"
     "end)\n"
@@ -107,7 +110,7 @@ class Scripts:
             raise StoreUnavailable("Redis did not answer a read") from exc
         except redis.RedisError as exc:
             raise StoreUnavailable("Redis refused a read") from exc
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else orjson.loads(raw)
 
     def call(self, name: str, *args: object, retry_safe: bool = False) -> Any:
         """Run one script; a dropped connection is retried once when the call is replay-safe.
@@ -157,7 +160,7 @@ def _arg(value: object) -> str | int | float | bytes:
         return "1" if value else "0"
     if isinstance(value, (str, int, float, bytes)):
         return value
-    return json.dumps(value, separators=(",", ":"))
+    return orjson.dumps(value)
 
 
 def _response_error(name: str, exc: redis.ResponseError) -> ActivityError:
@@ -172,7 +175,7 @@ def _response_error(name: str, exc: redis.ResponseError) -> ActivityError:
 
 
 def _decode(name: str, raw: Any) -> Any:
-    reply = json.loads(raw)
+    reply = orjson.loads(raw)
     if "err" not in reply:
         return reply["ok"]
     code, reason = reply["err"], reply.get("reason")

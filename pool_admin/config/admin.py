@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import models
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 from simple_history.admin import SimpleHistoryAdmin
@@ -20,6 +23,7 @@ from pool_admin.config.models import (
     ApiKey,
     Credential,
     Upstream,
+    UpstreamQuality,
     WorkerGroup,
 )
 
@@ -99,6 +103,9 @@ class UpstreamAdmin(SimpleHistoryAdmin):
         "max_size",
         "fetch_calls_per_minute",
         "credential",
+        "reports_1h",
+        "ok_1h",
+        "banned_1h",
         "updated_at",
     )
     list_filter = ("enabled", "kind", "default_protocol", "default_region", "credential")
@@ -126,6 +133,68 @@ class UpstreamAdmin(SimpleHistoryAdmin):
         ("Health check", {"fields": ("check_url", "check_timeout_ms", "check_interval_s")}),
         ("Timestamps", {"fields": TIMESTAMPS}),
     )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Upstream]:
+        """Each upstream with its last hour's outcome reports, in the page's one query."""
+        return with_last_hour_quality(super().get_queryset(request))
+
+    @admin.display(description="Reports (1 h)", ordering="reports_last_hour")
+    def reports_1h(self, obj: Upstream) -> int:
+        return obj.reports_last_hour  # type: ignore[attr-defined,no-any-return]
+
+    @admin.display(description="OK (1 h)", ordering="ok_last_hour")
+    def ok_1h(self, obj: Upstream) -> str:
+        reports: int = obj.reports_last_hour  # type: ignore[attr-defined]
+        if not reports:
+            return "-"
+        return f"{100 * obj.ok_last_hour / reports:.0f}%"  # type: ignore[attr-defined]
+
+    @admin.display(description="Banned (1 h)", ordering="banned_last_hour")
+    def banned_1h(self, obj: Upstream) -> int:
+        return obj.banned_last_hour  # type: ignore[attr-defined,no-any-return]
+
+
+def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
+    """Annotate ``reports_last_hour``, ``ok_last_hour`` and ``banned_last_hour`` (0 if none).
+
+    Correlated subqueries on the quality rows of the last 60 minutes, joined by upstream name:
+    one SQL query for a whole page, whatever its length.
+    """
+    since = timezone.now() - timedelta(hours=1)
+    rows = (
+        UpstreamQuality.objects.filter(upstream=OuterRef("name"), minute__gte=since)
+        .order_by()
+        .values("upstream")
+    )
+
+    def total(expression: Any) -> Coalesce:
+        summed = Subquery(rows.annotate(n=Sum(expression)).values("n")[:1])
+        return Coalesce(summed, 0, output_field=IntegerField())
+
+    return upstreams.annotate(
+        reports_last_hour=total(F("ok") + F("banned") + F("timeout") + F("auth_failed")),
+        ok_last_hour=total("ok"),
+        banned_last_hour=total("banned"),
+    )
+
+
+@admin.register(UpstreamQuality)
+class UpstreamQualityAdmin(admin.ModelAdmin):
+    """Outcome reports per upstream and minute: read-only, written by the API only."""
+
+    list_display = ("minute", "upstream", "reports", "ok", "banned", "timeout", "auth_failed")
+    list_filter = ("upstream", ("minute", admin.DateFieldListFilter))
+    search_fields = ("upstream",)
+    date_hierarchy = "minute"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 class ApiKeyInline(admin.TabularInline):

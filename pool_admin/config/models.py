@@ -1,4 +1,5 @@
-"""Configuration models. PostgreSQL holds configuration only: never a proxy or its record.
+"""Configuration models, and the outcome quality aggregates (``UpstreamQuality``). PostgreSQL
+never holds a proxy or its record.
 
 Every model validates in ``save()`` (``full_clean``), so the admin, management commands and the
 API to come cannot store a value the pool would reject later. History (who changed what) is kept
@@ -466,3 +467,36 @@ class WorkerGroup(ConfigModel):
 
     def __str__(self) -> str:
         return self.name
+
+
+class UpstreamQuality(models.Model):
+    """Outcome reports of extracted proxies per upstream and minute (aggregate metrics).
+
+    Written only through :func:`pool_admin.config.quality.record_outcomes`. The upstream is
+    kept by name, the pool's upstream ID, so the figures outlive a renamed or deleted upstream
+    and a stream consumer can write them without a lookup. No proxy, client or host is kept.
+    """
+
+    upstream = models.CharField(max_length=64)
+    minute = models.DateTimeField(help_text="Start of the minute (UTC) the reports fell in.")
+    ok = models.PositiveIntegerField(default=0)
+    banned = models.PositiveIntegerField(default=0)
+    timeout = models.PositiveIntegerField(default=0)
+    auth_failed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-minute", "upstream"]
+        verbose_name = "upstream quality"
+        verbose_name_plural = "upstream quality"
+        constraints = [
+            models.UniqueConstraint(fields=["upstream", "minute"], name="quality_once_per_minute")
+        ]
+        # The admin's "last hour" reads and the list's default order go by minute.
+        indexes = [models.Index(fields=["minute"], name="quality_minute")]
+
+    def __str__(self) -> str:
+        return f"{self.upstream} {self.minute:%Y-%m-%d %H:%M}"
+
+    @property
+    def reports(self) -> int:
+        return self.ok + self.banned + self.timeout + self.auth_failed

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import redis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, settings, target
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -27,6 +27,8 @@ from activity import (
     HealthUpdate,
     ManualClock,
     MemoryPool,
+    Outcome,
+    OutcomeReport,
     PoolOptions,
     ProxyState,
     RedisPool,
@@ -67,6 +69,7 @@ class Differential(RuleBasedStateMachine):
         options = PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}", **OPTIONS)
         self.redis = RedisPool(client, options, clock=self.clock)
         self.sessions: dict[str, str] = {}
+        self.extracted = 0  # proxies handed out so far: steers the search (teardown)
         self.version = 0
         self.sequences: dict[str, int] = {}
 
@@ -103,6 +106,21 @@ class Differential(RuleBasedStateMachine):
         self.both(lambda p: p.upsert_fetched(batch))
 
     @rule(
+        upstream=st.sampled_from(UPSTREAMS),
+        ids=st.lists(st.sampled_from(PROXIES), min_size=1, max_size=4, unique=True),
+        ttl=st.sampled_from([30, 90]),
+        region=st.sampled_from(["us", "de", None]),
+    )
+    def stock(self, upstream, ids, ttl, region) -> None:
+        """Upsert and mark AVAILABLE at once: with upsert and health drawn apart, random
+        sequences almost never had a proxy to extract."""
+        self.upsert(upstream, ids, ttl, region, key_shift=0, max_size=100, operation=None)
+        now = self.clock.now()
+        self.both(
+            lambda p: p.apply_health([HealthUpdate(i, ProxyState.AVAILABLE, now) for i in ids])
+        )
+
+    @rule(
         ids=st.lists(st.sampled_from(PROXIES), min_size=1, max_size=4, unique=True),
         state=st.sampled_from(
             [ProxyState.AVAILABLE] * 3
@@ -119,7 +137,7 @@ class Differential(RuleBasedStateMachine):
         mode=st.sampled_from(list(ExtractMode)),
         region=st.sampled_from([None, "us", "de"]),
         upstream=st.sampled_from([None, *UPSTREAMS]),
-        key=st.sampled_from([None, "k1", "k2"]),
+        key=st.sampled_from([None, None, None, "k1", "k2"]),  # a reused key mostly conflicts
         reserve=st.integers(0, 2),
         max_age=st.sampled_from([None, 5, 60]),
         min_remaining=st.sampled_from([None, 20]),
@@ -135,7 +153,9 @@ class Differential(RuleBasedStateMachine):
             max_health_age=None if max_age is None else max_age * SEC,
             min_remaining=None if min_remaining is None else min_remaining * SEC,
         )
-        self.both(lambda p: p.extract(request))
+        status, result = self.both(lambda p: p.extract(request))
+        if status == "ok":
+            self.extracted += len(result.proxies)
 
     @rule(seconds=st.sampled_from([1, 5, 20, 60]))
     def advance(self, seconds) -> None:
@@ -144,7 +164,11 @@ class Differential(RuleBasedStateMachine):
     @rule(limit=st.integers(1, 4))
     def sweep(self, limit) -> None:
         # The session part of sweep runs on each store's own clock; compare the records part.
-        self.both(lambda p: (lambda r: (r.expired, r.more or r.sessions > 0))(p.sweep(limit)))
+        self.both(
+            lambda p: (lambda r: (r.expired, r.quarantines, r.more or r.sessions > 0))(
+                p.sweep(limit)
+            )
+        )
 
     @rule(pid=st.sampled_from(PROXIES), worker=st.sampled_from(WORKERS), ttl=st.integers(5, 60))
     def assign(self, pid, worker, ttl) -> None:
@@ -214,9 +238,55 @@ class Differential(RuleBasedStateMachine):
         if self.both(lambda p: p.write_report(report))[0] == "ok":
             self.sequences[worker] = sequence
 
+    @rule(
+        pid=st.sampled_from(PROXIES),
+        client=st.sampled_from(["c1", "c1", "c2"]),
+        outcome=st.sampled_from(list(Outcome)),
+        host=st.sampled_from([None, "a.example"]),
+        quarantine=st.sampled_from([0, 30, 120]),
+        taken=st.booleans(),
+    )
+    def report_outcome(self, pid, client, outcome, host, quarantine, taken=False) -> None:
+        extracted = sorted(r.proxy_id for r in self.memory._records.values() if r.extracted_by)
+        if taken and extracted:  # the reference's view picks a proxy that was extracted
+            pid = extracted[PROXIES.index(pid) % len(extracted)]
+        report = OutcomeReport(
+            client, pid, outcome, self.clock.now(), target_host=host, quarantine=quarantine * SEC
+        )
+        self.both(lambda p: p.report_outcome(report))
+
+    @rule(
+        pid=st.sampled_from(PROXIES),
+        key=st.integers(0, 9),
+        outcome=st.sampled_from([Outcome.BANNED, Outcome.BANNED, Outcome.OK]),
+        host=st.sampled_from([None, "a.example"]),
+        quarantine=st.sampled_from([30, 120]),
+    )
+    def use_and_report(self, pid, key, outcome, host, quarantine) -> None:
+        """Stock one proxy, extract and report: random sequences seldom reach an extracted
+        proxy otherwise, and a quarantined exit coming back needs one."""
+        now = self.clock.now()
+        proxy = FetchedProxy(pid, f"k{key}", "10.0.0.1", 80, "http", now + 30 * SEC)
+        self.both(lambda p: p.upsert_fetched(FetchedBatch("u1", [proxy], 100, 5 * SEC, now)))
+        self.both(lambda p: p.apply_health([HealthUpdate(pid, ProxyState.AVAILABLE, now)]))
+        request = ExtractRequest("c1", 1, filters=ExtractFilters(upstream="u1"))
+        status, result = self.both(lambda p: p.extract(request))
+        if status == "ok" and result.proxies:
+            self.report_outcome(result.proxies[0].proxy_id, "c1", outcome, host, quarantine)
+
+    @rule(ids=st.lists(st.sampled_from(PROXIES), max_size=4, unique=True))
+    def quarantine_of(self, ids) -> None:
+        self.both(lambda p: p.quarantine_of(ids, self.clock.now()))
+
     @rule(pid=st.sampled_from(PROXIES))
     def get(self, pid) -> None:
         self.both(lambda p: p.get(pid))
+
+    def teardown(self) -> None:
+        # Sequences that hand proxies out reach more of extract's, ownership's and outcome's
+        # paths; without a target most random sequences extract nothing.
+        if hasattr(self, "memory"):
+            target(float(self.extracted), label="proxies extracted")
 
     @invariant()
     def counts_agree(self) -> None:

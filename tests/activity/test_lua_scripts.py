@@ -50,9 +50,15 @@ def test_importing_the_domain_does_not_import_a_redis_client():
 
 def test_refusal_reasons_are_the_shared_reason_codes():
     """MemoryPool and RedisPool must refuse with the same reason, so no free text in Lua."""
-    from activity.errors import OWNERSHIP_REASONS, REPORT_REASONS, SNAPSHOT_REASONS
+    from activity.errors import (
+        OUTCOME_REASONS,
+        OWNERSHIP_REASONS,
+        REPORT_REASONS,
+        SNAPSHOT_REASONS,
+    )
 
     allowed = set(OWNERSHIP_REASONS) | set(REPORT_REASONS) | set(SNAPSHOT_REASONS)
+    allowed |= set(OUTCOME_REASONS)
     for name in SCRIPT_NAMES:
         for reason in re.findall(r"fail\('[a-z_]+', '([^']*)'", script_source(name)):
             assert reason in allowed, f"{name}.lua: {reason!r}"

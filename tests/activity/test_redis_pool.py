@@ -24,6 +24,8 @@ from activity import (
     FetchedProxy,
     HealthUpdate,
     ManualClock,
+    Outcome,
+    OutcomeReport,
     PoolOptions,
     ProxyState,
     RedisPool,
@@ -248,6 +250,28 @@ def test_key_lifetimes_only_grow(redis_url):
     session_floor = (25 * MIN).total_seconds() * 1000
     assert client.pttl(ns + "session-generation") >= session_floor
     assert client.pttl(ns + "epoch") >= session_floor
+
+
+def test_a_quarantine_outlives_the_pools_horizon_and_an_outcome_its_record(redis_url):
+    """Key lifetimes: quarantine keys live to the quarantine's end even when every record
+    expires sooner; the outcome goes with its record."""
+    pool, clock = _pool(redis_url)
+    now = clock.now()
+    _stock(pool, now, 2, ttl=2 * MIN)
+    taken = pool.extract(ExtractRequest("c1", 2)).proxies
+    ban = OutcomeReport("c1", taken[0].proxy_id, Outcome.BANNED, now, quarantine=60 * MIN)
+    pool.report_outcome(ban)
+    pool.report_outcome(OutcomeReport("c1", taken[1].proxy_id, Outcome.OK, now))
+    client = redis.Redis.from_url(redis_url)
+    ns = f"{pool.options.prefix}:{{activity}}:"
+    for name in ("quarantine", "quarantine-expiry", "quarantine-exits"):
+        assert client.pttl(ns + name) >= (59 * MIN).total_seconds() * 1000, name
+    assert 0 < client.pttl(ns + "outcomes") <= (3 * MIN).total_seconds() * 1000
+    assert client.hlen(ns + "outcomes") == 2
+    clock.advance(3 * MIN)
+    assert pool.sweep(10).expired == 2
+    assert client.hlen(ns + "outcomes") == 0
+    assert client.hlen(ns + "quarantine") == 1
 
 
 def test_redis_py_never_retries_behind_our_back(relay):

@@ -124,6 +124,10 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(world, client, caplog, red
     replay = api.post(EXTRACT, {"count": 2, "mode": "partial"}, format="json",
                       headers={"Idempotency-Key": "k-1"})  # fmt: skip
     assert replay.status_code == 200 and replay.json()["replayed"] is True
+    outcome = f"/api/v1/proxies/{ok.json()['proxies'][0]['id']}/outcome"
+    banned = api.post(outcome, {"outcome": "banned", "target_host": "shop.example"}, format="json")
+    assert banned.status_code == 200, banned.content
+    assert_no_secret(banned.content.decode(), "an outcome body", secrets)
 
     anonymous = APIClient()
     wrong_key = APIClient()
@@ -149,13 +153,17 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(world, client, caplog, red
         anonymous.post(EXTRACT, body, format="json"),  # 401
         wrong_key.post(EXTRACT, body, format="json"),  # 401
         malformed_key.get("/api/v1/inventory"),  # 401
+        api.post(outcome, {"outcome": "ok"}, format="json"),  # 409 another outcome
+        api.post(outcome, {"outcome": "ok", "password": PROXY_PASSWORD}, format="json"),  # 400
+        api.post("/api/v1/proxies/nope/outcome", {"outcome": "ok"}, format="json"),  # 404
     ]
     # Redis stopped (nothing listens there): 503, and the log says so without secrets.
     pool_module.reset_pool(f"redis://:{PROXY_PASSWORD}@127.0.0.1:{free_port()}/0", "t-down")
     errors.append(api.post(EXTRACT, body, format="json"))
     pool_module.reset_pool(redis_url, world["prefixes"][0])
     statuses = sorted(r.status_code for r in errors)
-    assert statuses == [400, 400, 400, 401, 401, 401, 403, 403, 404, 405, 409, 409, 503], statuses
+    assert statuses == [400, 400, 400, 400, 401, 401, 401, 403, 403, 404, 404, 405, 409, 409,
+                        409, 503], statuses  # fmt: skip
     for response in errors:
         assert_no_secret(response.content.decode(), f"a {response.status_code} body", secrets)
         assert_no_secret(str(dict(response.items())), "error headers", secrets)

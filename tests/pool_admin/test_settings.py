@@ -30,6 +30,8 @@ def import_settings(**overrides):
         ),
         ("ALLOWED_HOSTS", ",", "ALLOWED_HOSTS must list at least one value"),
         ("LOG_LEVEL", "chatty", "LOG_LEVEL must be"),
+        ("POOL_BAN_QUARANTINE_S", "-1", "POOL_BAN_QUARANTINE_S must be >= 0"),
+        ("POOL_BAN_QUARANTINE_S", "604801", "POOL_BAN_QUARANTINE_S must be at most 604800"),
     ],
 )
 def test_bad_value_fails_fast_naming_the_variable(name, value, message):

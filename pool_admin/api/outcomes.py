@@ -1,0 +1,200 @@
+"""``POST /api/v1/proxies/{proxy_id}/outcome``: the extracting client reports how a proxy went.
+
+Order: the client's requests-per-second limit (429, one unit like an extract), the body (400),
+then ``RedisPool.report_outcome`` (404 ``not_found`` for a proxy this client did not extract or
+that has expired, 409 ``outcome_conflict`` for a second, different outcome). A ``banned``
+report quarantines the proxy's exit for ``POOL_BAN_QUARANTINE_S`` in Redis. An accepted,
+not replayed report is then added to the upstream's quality aggregates in PostgreSQL; if that
+fails the report still stands (the quarantine is in Redis), the failure is logged without
+secrets and the answer is still 200. Every call that reached the pool emits one usage event.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import DatabaseError
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from activity import Outcome, OutcomeReport, OutcomeResult
+from activity.errors import ActivityError, OutcomeRejected
+from activity.hosts import MAX_HOST_LENGTH, normalize_host
+from pool_admin.api.auth import Principal
+from pool_admin.api.problems import PROBLEM_JSON, Problem, ProblemSerializer
+from pool_admin.api.ratelimit import get_limiter
+from pool_admin.api.serializers import StrictSerializer
+from pool_admin.api.usage import emit_usage
+from pool_admin.config.quality import record_outcomes
+from pool_admin.pool import get_pool
+
+logger = logging.getLogger(__name__)
+
+
+class OutcomeRequestSerializer(StrictSerializer):
+    outcome = serializers.ChoiceField(choices=[o.value for o in Outcome])
+    target_host = serializers.CharField(
+        required=False,
+        allow_null=True,
+        max_length=MAX_HOST_LENGTH,
+        trim_whitespace=False,
+        help_text="The host the client was reaching: a DNS name or an IP address, without "
+        "scheme, port or path (stored lowercased). A ban without one quarantines the exit for "
+        "every host.",
+    )
+
+    def validate_target_host(self, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return normalize_host(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(f"Not a valid target host: it {exc}.") from None
+
+
+class OutcomeResponseSerializer(serializers.Serializer):  # type: ignore[type-arg]
+    proxy_id = serializers.CharField()
+    upstream = serializers.CharField()
+    outcome = serializers.ChoiceField(choices=[o.value for o in Outcome])
+    target_host = serializers.CharField(allow_null=True)
+    replayed = serializers.BooleanField(
+        help_text="True when this same report was already recorded: nothing changed."
+    )
+    quarantined_until = serializers.DateTimeField(
+        allow_null=True,
+        help_text="For `banned`: until when the proxy's exit is not handed out again "
+        "(for `target_host`, or for every host without one).",
+    )
+
+
+def _problem(description: str) -> OpenApiResponse:
+    return OpenApiResponse(response=ProblemSerializer, description=description)
+
+
+def _body(result: OutcomeResult) -> dict[str, Any]:
+    until = result.quarantined_until
+    return {
+        "proxy_id": result.proxy_id,
+        "upstream": result.upstream_id,
+        "outcome": result.outcome.value,
+        "target_host": result.target_host,
+        "replayed": result.replayed,
+        "quarantined_until": None if until is None else until.isoformat().replace("+00:00", "Z"),
+    }
+
+
+def _refused(exc: OutcomeRejected) -> Problem:
+    if exc.reason == "conflict":
+        return Problem(
+            409,
+            "outcome_conflict",
+            "This proxy already has a different outcome; an outcome cannot be changed.",
+        )
+    return Problem(404, "not_found", "This client has no extracted proxy with this ID (any more).")
+
+
+def _record_quality(result: OutcomeResult, at: datetime) -> None:
+    try:
+        record_outcomes(result.upstream_id, at, {result.outcome: 1})
+    except DatabaseError as exc:
+        # The report stands in Redis; only this minute's aggregate misses it.
+        logger.warning(
+            "outcome of upstream %s not added to the quality aggregates: %s",
+            result.upstream_id,
+            type(exc).__name__,
+        )
+
+
+class OutcomeView(APIView):
+    @extend_schema(
+        operation_id="report_outcome",
+        summary="Report how an extracted proxy went",
+        description=(
+            "Only the client that extracted the proxy may report, once, while the pool still "
+            "holds it (until its expiry). `banned` keeps the proxy's exit out of the pool for "
+            "a while (for `target_host`, or for every host without one). The same report again "
+            "replays the first answer (`replayed: true`); a different one is a 409 "
+            "`outcome_conflict`. A proxy this client did not extract, or that has expired, is "
+            "a 404 `not_found`. Each call takes one unit of the client's requests-per-second "
+            "limit (429 `rate_limited` with Retry-After)."
+        ),
+        parameters=[
+            OpenApiParameter(
+                "proxy_id", str, OpenApiParameter.PATH, description="The extracted proxy's `id`."
+            )
+        ],
+        request=OutcomeRequestSerializer,
+        responses={
+            200: OutcomeResponseSerializer,
+            (400, PROBLEM_JSON): _problem(
+                "Malformed body, unknown field, bad outcome, target host or proxy ID "
+                "(`invalid_request`)."
+            ),
+            (401, PROBLEM_JSON): _problem(
+                "Missing, invalid or revoked API key (`unauthenticated`)."
+            ),
+            (404, PROBLEM_JSON): _problem(
+                "This client has no extracted proxy with this ID, or it expired (`not_found`)."
+            ),
+            (409, PROBLEM_JSON): _problem(
+                "The proxy already has another outcome (`outcome_conflict`)."
+            ),
+            (429, PROBLEM_JSON): _problem(
+                "The client's requests-per-second limit (`rate_limited`)."
+            ),
+            (503, PROBLEM_JSON): _problem("`store_unavailable`; see Retry-After."),
+        },
+    )
+    def post(self, request: Request, proxy_id: str) -> Response:
+        principal: Principal = request.user
+        request_id = uuid.uuid4().hex
+        request.request_id = request_id  # type: ignore[attr-defined]
+        get_limiter().hit_request(principal)
+        body = OutcomeRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        now = datetime.now(UTC)
+        report = OutcomeReport(
+            client_id=principal.client_id,
+            proxy_id=proxy_id,
+            outcome=Outcome(data["outcome"]),
+            reported_at=now,
+            target_host=data.get("target_host"),
+            quarantine=timedelta(seconds=settings.POOL_BAN_QUARANTINE_S),
+        )
+        started = time.monotonic()
+        event: dict[str, Any] = {
+            "event": "outcome",
+            "source": "api",
+            "request_id": request_id,
+            "client": principal.client_id,
+            "key_prefix": principal.key_prefix,
+            "proxy_id": proxy_id,
+            "reported": report.outcome.value,
+            "target_host": report.target_host,
+            "result": "error",
+        }
+        try:
+            result = get_pool().report_outcome(report)
+        except OutcomeRejected as exc:
+            event["result"] = exc.reason
+            raise _refused(exc) from None
+        except ActivityError as exc:
+            event["result"] = exc.code
+            raise
+        else:
+            event.update(result="ok", upstream=result.upstream_id, replayed=result.replayed)
+        finally:
+            event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
+            emit_usage(event)
+        if not result.replayed:  # a replay was counted the first time
+            _record_quality(result, now)
+        return Response(_body(result), headers={"X-Request-ID": request_id})

@@ -1,0 +1,241 @@
+"""POST /api/v1/proxies/{id}/outcome over HTTP against real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from django.db import connection
+from django.db.models import QuerySet
+
+from pool_admin import pool as pool_module
+from pool_admin.config.models import UpstreamQuality
+from pool_admin.config.quality import minute_of, record_outcomes
+from pool_admin.localservices import free_port
+from tests.pool_admin.api.conftest import PROXY_PASSWORD, make_seeder
+from tests.pool_admin.api.test_extract import assert_problem
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+
+def take(client, n=1) -> list[str]:
+    response = client.post("/api/v1/extract", {"count": n, "mode": "partial"}, format="json")
+    assert response.status_code == 200, response.content
+    return [p["id"] for p in response.json()["proxies"]]
+
+
+def report(client, proxy_id, body=None):
+    body = {"outcome": "ok"} if body is None else body
+    return client.post(f"/api/v1/proxies/{proxy_id}/outcome", body, format="json")
+
+
+def quality(upstream="acme-us") -> tuple[int, int, int, int]:
+    rows = UpstreamQuality.objects.filter(upstream=upstream)
+    return tuple(sum(getattr(r, name) for r in rows)  # type: ignore[return-value]
+                 for name in ("ok", "banned", "timeout", "auth_failed"))  # fmt: skip
+
+
+def test_a_ban_quarantines_the_exit_and_is_counted(api, make_client, seed):
+    seed(n=2)
+    client = api(make_client().plaintext)
+    [pid] = take(client)
+    before = datetime.now(UTC)
+    response = report(client, pid, {"outcome": "banned", "target_host": "Shop.Example"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert set(body) == {"proxy_id", "upstream", "outcome", "target_host", "replayed",
+                         "quarantined_until"}  # fmt: skip
+    assert (body["proxy_id"], body["upstream"], body["outcome"]) == (pid, "acme-us", "banned")
+    assert (body["target_host"], body["replayed"]) == ("shop.example", False)
+    until = datetime.fromisoformat(body["quarantined_until"])
+    assert body["quarantined_until"].endswith("Z")
+    assert before + timedelta(seconds=1799) <= until <= before + timedelta(seconds=1801)
+    assert seed.pool.quarantine_of([pid], datetime.now(UTC)) == {pid: frozenset({"shop.example"})}
+    assert quality() == (0, 1, 0, 0)
+    row = UpstreamQuality.objects.get()
+    assert row.minute == minute_of(before) or row.minute == minute_of(datetime.now(UTC))
+
+
+def test_each_outcome_is_counted_once_and_a_replay_not_again(api, make_client, seed):
+    seed(n=4)
+    client = api(make_client().plaintext)
+    ids = take(client, 4)
+    for pid, outcome in zip(ids, ["ok", "timeout", "auth_failed", "ok"], strict=True):
+        assert report(client, pid, {"outcome": outcome}).json()["replayed"] is False
+    again = report(client, ids[0], {"outcome": "ok"})
+    assert again.status_code == 200 and again.json()["replayed"] is True
+    assert again.json()["quarantined_until"] is None
+    assert quality() == (2, 0, 1, 1)
+
+
+def test_another_outcome_for_the_same_proxy_is_409(api, make_client, seed):
+    seed(n=1)
+    client = api(make_client().plaintext)
+    [pid] = take(client)
+    assert report(client, pid, {"outcome": "ok"}).status_code == 200
+    assert_problem(report(client, pid, {"outcome": "banned"}), 409, "outcome_conflict")
+    problem = report(client, pid, {"outcome": "ok", "target_host": "a.example"})
+    assert_problem(problem, 409, "outcome_conflict")
+    assert quality() == (1, 0, 0, 0)
+
+
+def test_only_the_extracting_client_may_report(api, make_client, seed):
+    seeded = seed(n=2)
+    owner = api(make_client().plaintext)
+    other = api(make_client("crawler-2").plaintext)
+    [pid] = take(owner)
+    [unextracted] = set(seeded) - {pid}
+    for client, proxy_id in ((other, pid), (owner, unextracted), (owner, "no-such-proxy")):
+        problem = assert_problem(report(client, proxy_id), 404, "not_found")
+        assert proxy_id not in problem["detail"]
+    assert report(owner, pid).status_code == 200
+    assert_problem(report(other, pid), 404, "not_found")  # not even "conflict" for others
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"outcome": "great"},
+        {"outcome": None},
+        {"outcome": "ok", "target_host": "https://shop.example"},
+        {"outcome": "ok", "target_host": "shop.example:443"},
+        {"outcome": "ok", "target_host": " shop.example"},
+        {"outcome": "ok", "target_host": "*"},
+        {"outcome": "ok", "target_host": "a" * 254},
+        {"outcome": "ok", "colour": "red"},
+        ["ok"],
+    ],
+)
+def test_bad_body_is_400_and_changes_nothing(api, make_client, seed, body):
+    seed(n=1)
+    client = api(make_client().plaintext)
+    [pid] = take(client)
+    assert_problem(report(client, pid, body), 400, "invalid_request")
+    assert report(client, pid, {"outcome": "banned"}).json()["replayed"] is False
+
+
+def test_malformed_json_and_a_malformed_proxy_id_are_400(api, make_client):
+    client = api(make_client().plaintext)
+    response = client.post("/api/v1/proxies/p1/outcome", "{x", content_type="application/json")
+    assert_problem(response, 400, "invalid_request")
+    assert_problem(report(client, "p%201"), 400, "invalid_request")  # a space: never an ID
+
+
+def test_no_or_a_bad_key_is_401(api, make_client):
+    assert_problem(report(api(), "p1"), 401, "unauthenticated")
+    assert_problem(report(api(make_client().plaintext + "x"), "p1"), 401, "unauthenticated")
+
+
+def test_a_report_takes_one_unit_of_the_requests_per_second_limit(api, make_client, seed):
+    seed(n=1)
+    client = api(make_client(requests_per_second=2).plaintext)
+    [pid] = take(client)
+    responses = [report(client, pid) for _ in range(3)]
+    limited = [r for r in responses if r.status_code == 429]
+    assert limited, [r.status_code for r in responses]
+    assert_problem(limited[0], 429, "rate_limited")
+    assert int(limited[0]["Retry-After"]) >= 1
+
+
+def test_a_zero_quarantine_setting_records_the_ban_only(api, make_client, seed, settings):
+    settings.POOL_BAN_QUARANTINE_S = 0
+    seed(n=1)
+    client = api(make_client().plaintext)
+    [pid] = take(client)
+    body = report(client, pid, {"outcome": "banned"}).json()
+    assert body["quarantined_until"] is None
+    assert seed.pool.quarantine_of([pid], datetime.now(UTC)) == {}
+    assert quality() == (0, 1, 0, 0)
+
+
+def test_usage_event_once_per_report_and_no_secret_in_logs(api, make_client, seed, caplog):
+    seed(n=1)
+    c = make_client()
+    client = api(c.plaintext)
+    [pid] = take(client)
+    caplog.set_level(logging.DEBUG)
+    report(client, pid, {"outcome": "banned", "target_host": "shop.example"})
+    report(client, "no-such-proxy")
+    usage = [r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"]
+    usage = [text for text in usage if '"event":"outcome"' in text]
+    assert len(usage) == 2
+    assert '"event":"outcome"' in usage[0] and '"reported":"banned"' in usage[0]
+    assert '"result":"ok"' in usage[0] and '"upstream":"acme-us"' in usage[0]
+    assert '"result":"not_found"' in usage[1]
+    for record in caplog.records:
+        text = record.getMessage() + str(record.args)
+        assert PROXY_PASSWORD not in text and c.plaintext not in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_postgres_down_still_records_the_report_in_redis(api, make_client, seed, caplog):
+    seed(n=1)
+    client = api(make_client().plaintext)  # its key is cached by the extract below
+    [pid] = take(client)
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(free_port()), PASSWORD="pg-pw-x")
+    caplog.set_level(logging.WARNING)
+    try:
+        response = report(client, pid, {"outcome": "banned"})
+    finally:
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+    assert response.status_code == 200, response.content
+    assert response.json()["quarantined_until"] is not None
+    assert seed.pool.quarantine_of([pid], datetime.now(UTC)) == {pid: frozenset({"*"})}
+    warnings = [r.getMessage() for r in caplog.records if "quality" in r.getMessage()]
+    assert warnings and "acme-us" in warnings[0]
+    assert all("pg-pw-x" not in r.getMessage() + str(r.args) for r in caplog.records)
+    assert UpstreamQuality.objects.count() == 0  # lost for the aggregate, kept in Redis
+    assert report(client, pid, {"outcome": "banned"}).json()["replayed"] is True
+
+
+@pytest.mark.fault
+def test_redis_stopped_is_503_with_retry_after(api, make_client, private_redis, unique_prefix):
+    server = private_redis()
+    pool_module.reset_pool(server.url, unique_prefix)
+    seeder = make_seeder(server.url, unique_prefix)
+    try:
+        seeder(n=1)
+        client = api(make_client().plaintext)
+        [pid] = take(client)
+        snapshot = redis.Redis.from_url(server.url)
+        snapshot.save()
+        snapshot.close()
+        server.stop()
+        response = report(client, pid, {"outcome": "banned"})
+        assert_problem(response, 503, "store_unavailable")
+        assert int(response["Retry-After"]) >= 1
+        server.start()
+        pool_module.reset_pool(server.url, unique_prefix)
+        after = report(client, pid, {"outcome": "banned"})
+        assert after.status_code == 200 and after.json()["replayed"] is False
+    finally:
+        seeder.close()
+
+
+def test_record_outcomes_adds_atomically_and_absorbs_a_lost_creation_race(monkeypatch):
+    at = datetime(2026, 3, 1, 12, 30, 42, tzinfo=UTC)
+    record_outcomes("acme-us", at, {"ok": 2})  # type: ignore[dict-item]
+    record_outcomes("acme-us", at + timedelta(seconds=10), {"banned": 1, "ok": 0})  # type: ignore[dict-item]
+    assert quality() == (2, 1, 0, 0)
+    # Another request creates the row between our UPDATE (no row yet) and our INSERT.
+    real_update = QuerySet.update
+    calls = []
+
+    def update_losing_the_race(self, **kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            UpstreamQuality.objects.create(upstream="acme-eu", minute=minute_of(at), timeout=1)
+            return 0
+        return real_update(self, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "update", update_losing_the_race)
+    record_outcomes("acme-eu", at, {"timeout": 2})  # type: ignore[dict-item]
+    assert quality("acme-eu") == (0, 0, 3, 0)
+    assert UpstreamQuality.objects.filter(upstream="acme-eu").count() == 1
