@@ -62,6 +62,8 @@ _COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
 #: What the direct path of ExtractView takes (anything else goes through DRF's full path).
 _DIRECT_CONTENT_TYPES = frozenset({"application/json", "application/json; charset=utf-8"})
 _DIRECT_ACCEPT = frozenset({"", "*/*", "application/json"})
+#: Largest body the direct path reads (an extract body is well under 1 KiB).
+_DIRECT_MAX_BODY = 64 * 1024
 _render_json = JSONRenderer().render
 
 
@@ -77,6 +79,7 @@ def _direct_inputs(request: HttpRequest) -> tuple[Principal, Any] | None:
         or meta.get("QUERY_STRING")
         or meta.get("CONTENT_TYPE", "").lower() not in _DIRECT_CONTENT_TYPES
         or meta.get("HTTP_ACCEPT", "") not in _DIRECT_ACCEPT
+        or not 0 < _content_length(meta) <= _DIRECT_MAX_BODY
     ):
         return None
     try:
@@ -85,9 +88,16 @@ def _direct_inputs(request: HttpRequest) -> tuple[Principal, Any] | None:
         if principal is None:
             return None
         body = json.loads(request.body.decode("utf-8"), parse_constant=_refuse_constant)
-    except (AuthenticationFailed, UnicodeError, ValueError):
+    except (AuthenticationFailed, UnicodeError, ValueError, RecursionError):
         return None
     return principal, body
+
+
+def _content_length(meta: dict[str, Any]) -> int:
+    try:
+        return int(meta.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
 
 
 def _idempotency_key(request: Request | HttpRequest) -> str | None:
