@@ -21,6 +21,7 @@ from activity import (
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
+from pool_admin.api.usage import flush_usage
 from pool_admin.config.models import ApiClient, ApiKey, Upstream
 
 PROXY_PASSWORD = "proxy-pw-Zq81!secret"
@@ -28,9 +29,11 @@ PROXY_PASSWORD = "proxy-pw-Zq81!secret"
 
 @pytest.fixture(autouse=True)
 def _isolated(redis_url, unique_prefix):
-    """The API's pool on this test's prefix, and an empty key cache, before and after."""
+    """The API's pool on this test's prefix, an empty key cache and no usage event of an
+    earlier test still queued, before and after."""
     pool_module.reset_pool(redis_url, unique_prefix)
     auth.clear_cache()
+    flush_usage()
     yield
     pool_module.reset_pool()
     auth.clear_cache()

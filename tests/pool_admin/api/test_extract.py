@@ -10,6 +10,7 @@ from django.db import connection
 
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
+from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.localservices import free_port
 from tests.pool_admin.api.conftest import PROXY_PASSWORD, make_seeder
 
@@ -267,11 +268,12 @@ def test_usage_event_once_per_extract_and_no_secret_in_logs(api, make_client, se
     assert short.status_code == 409
     extract(api(c.plaintext + "x"))  # a bad key: logged nowhere either
 
-    usage = [r for r in caplog.records if r.name == "pool_admin.usage"]
+    flush_usage()  # events are written in batches
+    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
     assert len(usage) == 2
-    assert '"outcome":"ok"' in usage[0].getMessage()
-    assert '"returned":2' in usage[0].getMessage()
-    assert '"outcome":"insufficient_inventory"' in usage[1].getMessage()
+    assert '"outcome":"ok"' in usage[0]
+    assert '"returned":2' in usage[0]
+    assert '"outcome":"insufficient_inventory"' in usage[1]
     # Not rsplit("_"): the random part may itself contain "_" (then a 2-char tail matched ids).
     secret_part = c.plaintext.removeprefix(f"pp_{c.key.prefix}_")
     for record in caplog.records:

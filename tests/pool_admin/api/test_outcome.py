@@ -11,6 +11,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from pool_admin import pool as pool_module
+from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.models import UpstreamQuality
 from pool_admin.config.quality import minute_of, record_outcomes
 from pool_admin.localservices import free_port
@@ -159,7 +160,8 @@ def test_usage_event_once_per_report_and_no_secret_in_logs(api, make_client, see
     caplog.set_level(logging.DEBUG)
     report(client, pid, {"outcome": "banned", "target_host": "shop.example"})
     report(client, "no-such-proxy")
-    usage = [r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"]
+    flush_usage()  # events are written in batches
+    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
     usage = [text for text in usage if '"event":"outcome"' in text]
     assert len(usage) == 2
     assert '"event":"outcome"' in usage[0] and '"reported":"banned"' in usage[0]

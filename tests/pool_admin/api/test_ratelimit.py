@@ -319,3 +319,17 @@ def test_retry_after_is_the_first_whole_second_that_fits(clocked):
             refused(limiter, sooner, cost)
         checked += 1
     assert checked >= 20
+
+
+def test_scripts_flushed_on_the_server_are_loaded_again(private_redis, unique_prefix):
+    """A restart or SCRIPT FLUSH between two calls: the limiter loads its script and goes on."""
+    server = private_redis()
+    limiter = ratelimit.ClientLimiter(server.url, unique_prefix, clock=lambda: T0)
+    try:
+        who = Who("c-flush", requests_per_second=5, proxies_per_minute=10)
+        limiter.take(who, 2)
+        limiter.redis.script_flush()
+        limiter.take(who, 3)
+        assert counts(limiter, limiter.keys(who)[1])["c"] == 5
+    finally:
+        limiter.close()

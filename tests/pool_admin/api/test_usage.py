@@ -1,0 +1,81 @@
+"""Usage events: queued per process, written in batches, bounded, never with a secret."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+
+from pool_admin.api import usage
+from pool_admin.api.usage import emit_usage, flush_usage, usage_lines
+from tests.harness.commands import run_python
+
+
+def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
+
+
+@pytest.fixture(autouse=True)
+def _empty_queue(caplog):
+    caplog.set_level(logging.INFO, logger="pool_admin.usage")
+    flush_usage()  # nothing left over from another test
+    caplog.clear()
+
+
+def test_events_are_written_together_one_line_each(caplog):
+    before = time.time()
+    for n in range(3):
+        emit_usage({"event": "extract", "returned": n, "client": "c1"})
+    assert _lines(caplog) == []  # queued, not yet written
+    flush_usage()
+    records = [r for r in caplog.records if r.name == "pool_admin.usage"]
+    assert len(records) == 1
+    events = [json.loads(line.removeprefix("usage ")) for line in _lines(caplog)]
+    assert [e["returned"] for e in events] == [0, 1, 2]
+    assert all(before - 1 <= e["at"] <= time.time() + 1 for e in events)
+    assert list(events[0]) == sorted(events[0])  # stable field order
+
+
+def test_secret_looking_fields_are_dropped(caplog):
+    emit_usage({"event": "extract", "password": "hunter2", "api_key_hint": "x", "client": "c1"})
+    flush_usage()
+    [line] = _lines(caplog)
+    assert "hunter2" not in line and "api_key" not in line and '"client":"c1"' in line
+
+
+def test_the_queue_is_bounded_and_says_what_it_dropped(caplog, monkeypatch):
+    monkeypatch.setattr(usage, "MAX_QUEUED", 2)
+    for n in range(5):
+        emit_usage({"event": "extract", "returned": n})
+    flush_usage()
+    assert len(_lines(caplog)) == 2
+    assert any("3 events dropped" in r.getMessage() for r in caplog.records)
+
+
+def test_the_writer_thread_flushes_without_being_asked(caplog):
+    emit_usage({"event": "extract", "returned": 7})
+    deadline = time.monotonic() + 5
+    while not _lines(caplog) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _lines(caplog) and '"returned":7' in _lines(caplog)[0]
+
+
+def test_nothing_queued_is_lost_at_a_normal_exit():
+    result = run_python(
+        "-c",
+        "import logging; logging.basicConfig(level=logging.INFO); "
+        "from pool_admin.api.usage import emit_usage; "
+        "[emit_usage({'event': 'extract', 'returned': n}) for n in range(3)]",
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(usage_lines(result.stderr.split("INFO:pool_admin.usage:"))) == 3
+
+
+def test_no_events_when_the_usage_logger_is_off(caplog):
+    caplog.set_level(logging.WARNING, logger="pool_admin.usage")
+    emit_usage({"event": "extract"})
+    caplog.set_level(logging.INFO, logger="pool_admin.usage")
+    flush_usage()
+    assert _lines(caplog) == []
