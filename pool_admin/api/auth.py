@@ -46,6 +46,8 @@ class Principal:
     allowed_protocols: frozenset[str]
     gateway_reserve: int
     idempotency_ttl: timedelta
+    #: May call GET /api/v1/inventory.
+    may_view_inventory: bool = False
 
     @property
     def is_authenticated(self) -> bool:  # DRF's IsAuthenticated asks this of request.user
@@ -82,6 +84,7 @@ def principal_for_client(client: ApiClient, key_prefix: str) -> Principal:
         allowed_protocols=frozenset(client.allowed_protocols),
         gateway_reserve=client.gateway_reserve,
         idempotency_ttl=timedelta(seconds=client.idempotency_ttl_s),
+        may_view_inventory=client.may_view_inventory,
     )
 
 

@@ -32,7 +32,7 @@ from rest_framework.views import APIView
 from activity.errors import ScanBudgetExhausted
 from pool_admin.api.auth import ConfigUnavailable, Principal, bearer_key, cached_principal
 from pool_admin.api.extracting import perform_extract
-from pool_admin.api.problems import PROBLEM_JSON, Problem, ProblemSerializer
+from pool_admin.api.problems import PROBLEM_JSON, Forbidden, Problem, ProblemSerializer
 from pool_admin.api.serializers import (
     ExtractRequestSerializer,
     ExtractResponseSerializer,
@@ -203,18 +203,25 @@ class InventoryView(APIView):
             "pool still manages (fetched, checking, available, suspect, draining); "
             "`available_slots`: free connection slots of its available proxies. "
             "An upstream the pool could not count within its scan budget is listed with "
-            "`available: false` and null numbers."
+            "`available: false` and null numbers. Only for clients an operator allowed to "
+            "see it (API client: may see inventory); others get a 403 `forbidden`."
         ),
         responses={
             200: InventoryResponseSerializer,
             **_problems(
                 **_COMMON,
+                r403="This client may not see the inventory (`forbidden`).",
                 r503="`store_unavailable` (Redis or PostgreSQL); see Retry-After.",
             ),
         },
     )
     def get(self, request: Request) -> Response:
         principal: Principal = request.user
+        if not principal.may_view_inventory:
+            raise Forbidden(
+                "This client may not see the inventory; an operator can allow it "
+                "(API client: may see inventory)."
+            )
         try:
             rows = Upstream.objects.order_by("name")
             if principal.allowed_upstreams:

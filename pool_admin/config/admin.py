@@ -251,7 +251,7 @@ class ApiClientAdmin(SimpleHistoryAdmin):
         "active_keys",
         "updated_at",
     )
-    list_filter = ("enabled", "allowed_upstreams")
+    list_filter = ("enabled", "may_view_inventory", "allowed_upstreams")
     search_fields = ("name",)
     filter_horizontal = ("allowed_upstreams",)
     readonly_fields = TIMESTAMPS
@@ -273,6 +273,7 @@ class ApiClientAdmin(SimpleHistoryAdmin):
             "May draw from",
             {"fields": ("allowed_upstreams", "allowed_regions", "allowed_protocols")},
         ),
+        ("May see", {"fields": ("may_view_inventory",)}),
         ("Timestamps", {"fields": TIMESTAMPS}),
     )
 

@@ -290,6 +290,12 @@ class ApiClient(ConfigModel):
     idempotency_ttl_s = models.PositiveIntegerField(
         "idempotency TTL (s)", default=600, validators=_bounds(1, 86_400)
     )
+    may_view_inventory = models.BooleanField(
+        "may see inventory",
+        default=False,
+        help_text="May call GET /api/v1/inventory (live counts of the upstreams it may draw "
+        "from). Off: that call is a 403.",
+    )
 
     history = HistoricalRecords(m2m_fields=["allowed_upstreams"])
 

@@ -55,7 +55,9 @@ def world(settings, redis_url, unique_prefix):
         credential=Credential.objects.get(name="acme-api"),
         default_region="us",
     )
-    client_row = ApiClient.objects.create(name="crawler-1", max_count_per_request=5)
+    client_row = ApiClient.objects.create(
+        name="crawler-1", max_count_per_request=5, may_view_inventory=True
+    )
     client_row.allowed_upstreams.add(upstream)
     key, plaintext = ApiKey.objects.issue(client_row, name="prod")
     group = WorkerGroup.objects.create(name="edge-us", target_capacity=10)

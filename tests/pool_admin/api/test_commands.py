@@ -67,6 +67,13 @@ def test_create_client_prints_a_working_key_once(run, upstreams):
     principal = authenticate_key(plaintext)
     assert principal is not None and principal.client_id == "crawler-9"
     assert principal.requests_per_second == 7
+    assert principal.may_view_inventory is False and "inventory: not visible" in out
+
+
+def test_create_client_may_let_it_see_the_inventory(run, upstreams):
+    code, out, _ = run("create_client", "crawler-8", "--may-view-inventory")
+    assert code == 0 and "inventory: visible" in out
+    assert ApiClient.objects.get(name="crawler-8").may_view_inventory is True
 
 
 @pytest.mark.parametrize(

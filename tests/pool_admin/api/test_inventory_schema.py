@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 def test_inventory_lists_the_upstreams_the_client_may_see(api, make_client, seed):
     seed("acme-us", n=3)
     seed("acme-eu", n=1, region="eu")
-    everyone = api(make_client().plaintext).get("/api/v1/inventory")
+    everyone = api(make_client(may_view_inventory=True).plaintext).get("/api/v1/inventory")
     assert everyone.status_code == 200
     rows = {row["upstream"]: row for row in everyone.json()["upstreams"]}
     assert set(rows) == {"acme-us", "acme-eu"}
@@ -22,7 +22,8 @@ def test_inventory_lists_the_upstreams_the_client_may_see(api, make_client, seed
     assert rows["acme-us"]["available"] is True
     assert rows["acme-us"]["managed"] == 3 and rows["acme-us"]["available_slots"] == 3
 
-    only_eu = api(make_client("c2", allowed=["acme-eu"]).plaintext).get("/api/v1/inventory")
+    only_eu = make_client("c2", allowed=["acme-eu"], may_view_inventory=True)
+    only_eu = api(only_eu.plaintext).get("/api/v1/inventory")
     assert [row["upstream"] for row in only_eu.json()["upstreams"]] == ["acme-eu"]
 
 
@@ -30,7 +31,7 @@ def test_inventory_marks_an_upstream_unavailable_on_scan_budget(
     api, make_client, seed, monkeypatch
 ):
     seed(n=1)
-    client = api(make_client().plaintext)
+    client = api(make_client(may_view_inventory=True).plaintext)
     pool = pool_module.get_pool()
 
     def exhausted(upstream_id):
@@ -41,6 +42,15 @@ def test_inventory_marks_an_upstream_unavailable_on_scan_budget(
     assert response.status_code == 200
     row = response.json()["upstreams"][0]
     assert row["available"] is False and row["managed"] is None
+
+
+def test_inventory_only_for_clients_allowed_to_see_it(api, make_client, seed):
+    seed(n=1)
+    response = api(make_client().plaintext).get("/api/v1/inventory")
+    assert response.status_code == 403
+    assert response["Content-Type"] == "application/problem+json"
+    assert response.json()["code"] == "forbidden"
+    assert "may see inventory" in response.json()["detail"]
 
 
 def test_inventory_needs_a_key(api):

@@ -62,6 +62,7 @@ def stocked(seed, make_client):
         requests_per_second=100_000,
         proxies_per_minute=10_000_000,
         max_count_per_request=1_000,
+        may_view_inventory=True,
     )
 
 

@@ -26,6 +26,11 @@ class Command(BaseCommand):
             metavar="U",
             help="An upstream it may draw from (repeat it; none: all).",
         )
+        parser.add_argument(
+            "--may-view-inventory",
+            action="store_true",
+            help="Let it call GET /api/v1/inventory (off by default).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         name: str = options["name"]
@@ -47,7 +52,9 @@ class Command(BaseCommand):
             if missing:
                 raise CommandError(f"unknown upstream {missing[0]!r}; nothing changed")
             with transaction.atomic():
-                client = ApiClient(name=name, **fields)
+                client = ApiClient(
+                    name=name, may_view_inventory=options["may_view_inventory"], **fields
+                )
                 client.save()
                 client.allowed_upstreams.add(*upstreams)
                 key, plaintext = ApiKey.objects.issue(client)
@@ -55,7 +62,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Created client {client.name}: {client.requests_per_second} requests/s, "
             f"{client.proxies_per_minute} proxies/min, at most {client.max_count_per_request} "
-            f"per request, upstreams: {allowed}."
+            f"per request, upstreams: {allowed}, inventory: "
+            f"{'visible' if client.may_view_inventory else 'not visible'}."
         )
         self.stdout.write(f"API key {key} (shown once, store it now):")
         self.stdout.write(plaintext)
