@@ -149,10 +149,12 @@ class Scripts:
         pool = self._client.connection_pool
         conn = pool.get_connection()
         try:
-            conn.send_command("FCALL", function, 1, self._meta, *argv)
+            # redis-py leaves these two untyped.
+            conn.send_command("FCALL", function, 1, self._meta, *argv)  # type: ignore[no-untyped-call]
             return conn.read_response()
         except (redis.ConnectionError, redis.TimeoutError):
-            conn.disconnect()  # a half-read reply must never be read by the next call
+            # A half-read reply must never be read by the next call.
+            conn.disconnect()  # type: ignore[no-untyped-call]
             raise
         finally:
             pool.release(conn)
