@@ -186,7 +186,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["pool_admin.api.auth.ApiKeyAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["pool_admin.api.auth.IsApiClient"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["pool_admin.api.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "pool_admin.api.problems.exception_handler",
     "UNAUTHENTICATED_USER": None,
 }

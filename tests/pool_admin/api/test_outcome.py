@@ -122,6 +122,9 @@ def test_malformed_json_and_a_malformed_proxy_id_are_400(api, make_client):
     client = api(make_client().plaintext)
     response = client.post("/api/v1/proxies/p1/outcome", "{x", content_type="application/json")
     assert_problem(response, 400, "invalid_request")
+    deep = "[" * 100_000 + "]" * 100_000  # too deep for Python's parser: still a 400
+    response = client.post("/api/v1/proxies/p1/outcome", deep, content_type="application/json")
+    assert_problem(response, 400, "invalid_request")
     assert_problem(report(client, "p%201"), 400, "invalid_request")  # a space: never an ID
 
 
