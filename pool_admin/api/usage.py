@@ -8,8 +8,9 @@ request cost ~90 µs of the API's ~750 µs of in-process CPU per extract (docs/P
 queueing one costs a few µs.
 
 Bounds: at most ``MAX_QUEUED`` events wait; beyond that new events are counted and dropped,
-and the next batch says how many. Events still queued when the process exits normally are
-written by an ``atexit`` hook; a killed process loses at most one interval of them.
+and the next batch says how many. Events still queued when the process exits normally (also a
+multiprocessing child, such as a web-server worker stopped gracefully) are written on the way
+out; a killed process loses at most one interval of them.
 
 An event never carries a secret: callers pass IDs, counts and labels only, and ``emit_usage``
 drops any key that looks like one as a last guard.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import multiprocessing.util
 import os
 import threading
 import time
@@ -90,6 +92,9 @@ class _Queue:
 _queue = _Queue()
 os.register_at_fork(after_in_child=_queue.after_fork)
 atexit.register(_queue.flush)
+# The web server's workers (granian) are multiprocessing children, which end without running
+# atexit hooks but with multiprocessing's finalizers: a graceful stop loses nothing either.
+multiprocessing.util.Finalize(None, _queue.flush, exitpriority=10)
 
 
 def emit_usage(event: dict[str, Any]) -> None:

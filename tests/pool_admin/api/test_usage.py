@@ -79,3 +79,23 @@ def test_no_events_when_the_usage_logger_is_off(caplog):
     caplog.set_level(logging.INFO, logger="pool_admin.usage")
     flush_usage()
     assert _lines(caplog) == []
+
+
+def test_nothing_queued_is_lost_when_a_worker_process_ends():
+    """The web server's workers are multiprocessing children: no atexit hooks run there."""
+    result = run_python(
+        "-c",
+        "import logging, multiprocessing\n"
+        "def work():\n"
+        "    logging.basicConfig(level=logging.INFO)\n"
+        "    from pool_admin.api.usage import emit_usage\n"
+        "    for n in range(3):\n"
+        "        emit_usage({'event': 'extract', 'returned': n})\n"
+        "if __name__ == '__main__':\n"
+        "    child = multiprocessing.get_context('fork').Process(target=work)\n"
+        "    child.start()\n"
+        "    child.join()\n"
+        "    assert child.exitcode == 0\n",
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(usage_lines(result.stderr.split("INFO:pool_admin.usage:"))) == 3
