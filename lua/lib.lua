@@ -21,6 +21,7 @@ local MANAGED = {fetched = true, checking = true, available = true, suspect = tr
 
 local META, NS, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT
 local OWN, OWN_EXP, TICKETS, EPOCH, SESS, SESS_EXP, RT, RT_EXP, GEN, FIXED
+local OUTCOMES, QUAR, QUAR_EXP, QUAR_EXITS
 local function k(name) return NS .. name end
 
 -- Keys this call touched whose lifetime must reach the pool's horizon (see touch/finish).
@@ -40,17 +41,23 @@ local call_ttl = nil  -- the TTL this call extended keys to, for flush_counts
 local hbuf, zbuf, rcache = {}, {}, {}  -- key -> field/member -> value (false: deleted/removed)
 local FLUSH_CHUNK = 400  -- fields or members per command: keeps `unpack` far below Lua's limit
 
+-- t[key], a table created on first use (per-key buffers, caches).
+local function subtable(t, key)
+  local sub = t[key]
+  if not sub then
+    sub = {}
+    t[key] = sub
+  end
+  return sub
+end
+
 local function hget(hash, field)
   local pending_hash = hbuf[hash]
   if pending_hash then
     local v = pending_hash[field]
     if v ~= nil then return v or nil end
   end
-  local cached = rcache[hash]
-  if not cached then
-    cached = {}
-    rcache[hash] = cached
-  end
+  local cached = subtable(rcache, hash)
   local v = cached[field]
   if v == nil then
     v = redis.call('HGET', hash, field)
@@ -61,11 +68,7 @@ end
 
 -- Read many fields of one hash in a few HMGETs, so later hget calls need no round trip.
 local function prefetch(hash, fields)
-  local cached = rcache[hash]
-  if not cached then
-    cached = {}
-    rcache[hash] = cached
-  end
+  local cached = subtable(rcache, hash)
   for first = 1, #fields, FLUSH_CHUNK do
     local last = math.min(#fields, first + FLUSH_CHUNK - 1)
     local values = redis.call('HMGET', hash, unpack(fields, first, last))
@@ -75,19 +78,11 @@ local function prefetch(hash, fields)
   end
 end
 
-local function buffered(buffers, key)
-  local b = buffers[key]
-  if not b then
-    b = {}
-    buffers[key] = b
-  end
-  return b
-end
-local function hset(hash, field, value) buffered(hbuf, hash)[field] = value end
-local function hdel(hash, field) buffered(hbuf, hash)[field] = false end
+local function hset(hash, field, value) subtable(hbuf, hash)[field] = value end
+local function hdel(hash, field) subtable(hbuf, hash)[field] = false end
 local function hexists(hash, field) return hget(hash, field) ~= nil end
-local function zadd(key, score, member) buffered(zbuf, key)[member] = score end
-local function zrem(key, member) buffered(zbuf, key)[member] = false end
+local function zadd(key, score, member) subtable(zbuf, key)[member] = score end
+local function zrem(key, member) subtable(zbuf, key)[member] = false end
 
 local function score_text(score)
   if score == math.floor(score) then return string.format('%d', score) end
@@ -129,7 +124,7 @@ end
 local function flush_writes()
   for hash, entries in pairs(hbuf) do
     send('HSET', 'HDEL', hash, entries, hash_pair)
-    local cached = buffered(rcache, hash)
+    local cached = subtable(rcache, hash)
     for field, value in pairs(entries) do cached[field] = value end
   end
   hbuf = {}
@@ -192,11 +187,7 @@ local function digest(value) return redis.sha1hex(value) end
 local NAMED_MAX = 4096
 local named, named_count = {}, 0
 local function named_key(dim, value)
-  local by_value = named[dim]
-  if not by_value then
-    by_value = {}
-    named[dim] = by_value
-  end
+  local by_value = subtable(named, dim)
   local key = by_value[value]
   if not key then
     if named_count >= NAMED_MAX then
@@ -235,11 +226,7 @@ end
 local pending = {}
 local function bump(hash, field, delta)
   if delta ~= 0 then
-    local fields = pending[hash]
-    if not fields then
-      fields = {}
-      pending[hash] = fields
-    end
+    local fields = subtable(pending, hash)
     fields[field] = (fields[field] or 0) + delta
   end
 end
@@ -339,7 +326,7 @@ local function delete_rec(pid, rec)
   zrem(EXP, pid)
   zrem(expiry_key(rec.u), pid)
   drop_owner(pid)
-  hdel(k('outcomes'), pid)  -- report_outcome.lua: an outcome lives with its record
+  hdel(OUTCOMES, pid)  -- report_outcome.lua: an outcome lives with its record
   track_end(pid, t, rec.u, nil, nil)
 end
 
@@ -357,6 +344,19 @@ local function clean_expired(now, limit, zkey)
     end
   end
   return n, #due > limit
+end
+
+-- Remove up to `limit` ended quarantines of banned exits (report_outcome.lua); returns the
+-- number removed and whether more have ended.
+local function clean_quarantines(now, limit)
+  local ended = zread('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0, limit + 1)
+  local n = math.min(#ended, limit)
+  for i = 1, n do
+    hdel(QUAR, ended[i])
+    zrem(QUAR_EXP, ended[i])
+    zrem(QUAR_EXITS, ended[i])
+  end
+  return n, #ended > limit
 end
 
 local function set_expiry(pid, rec)
@@ -511,6 +511,8 @@ local function bind(meta)
     OWN, OWN_EXP, TICKETS, EPOCH = k('owners'), k('owner-expiry'), k('drain-tickets'), k('epoch')
     SESS, SESS_EXP = k('worker-sessions'), k('worker-session-expiry')
     RT, RT_EXP, GEN = k('worker-runtime'), k('worker-runtime-expiry'), k('session-generation')
+    OUTCOMES, QUAR = k('outcomes'), k('quarantine')
+    QUAR_EXP, QUAR_EXITS = k('quarantine-expiry'), k('quarantine-exits')
     FIXED = {META, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT, OWN, OWN_EXP, TICKETS,
              EPOCH, GEN}
   end

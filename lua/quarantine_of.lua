@@ -7,7 +7,6 @@
 -- Errors: scan_budget_exhausted (more entries than the budget), layout_mismatch
 assert(#KEYS == 1 and #ARGV == 3, 'quarantine_of: arity')
 local now, ids, budget = tonum(ARGV[1]), cjson.decode(ARGV[2]), tonum(ARGV[3])
-local QUAR, QUAR_EXITS = k('quarantine'), k('quarantine-exits')
 local out, examined = {}, 0
 for _, pid in ipairs(ids) do
   local rec = get_rec(pid)

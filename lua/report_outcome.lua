@@ -11,16 +11,9 @@
 assert(#KEYS == 1 and #ARGV == 7, 'report_outcome: arity')
 local now, client, pid = tonum(ARGV[1]), ARGV[2], ARGV[3]
 local outcome, host, ends = ARGV[4], ARGV[5], tonum(ARGV[6])
-local OUTCOMES, QUAR = k('outcomes'), k('quarantine')
-local QUAR_EXP, QUAR_EXITS = k('quarantine-expiry'), k('quarantine-exits')
 
 -- Ended quarantine entries first, a bounded number of them (sweep removes the rest).
-for _, entry in ipairs(zread('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0,
-                                  tonum(ARGV[7]))) do
-  hdel(QUAR, entry)
-  zrem(QUAR_EXP, entry)
-  zrem(QUAR_EXITS, entry)
-end
+clean_quarantines(now, tonum(ARGV[7]))
 
 -- Unknown, past its hard expiry, not extracted or extracted by another client: one answer,
 -- so a client never learns anything about another client's proxies.

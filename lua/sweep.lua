@@ -20,13 +20,6 @@ for i = 1, sessions do
   hdel(RT, due[i])
   zrem(RT_EXP, due[i])
 end
-local QUAR, QUAR_EXP, QUAR_EXITS = k('quarantine'), k('quarantine-expiry'), k('quarantine-exits')
-local ended = zread('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0, limit + 1)
-local quarantines = math.min(#ended, limit)
-for i = 1, quarantines do
-  hdel(QUAR, ended[i])
-  zrem(QUAR_EXP, ended[i])
-  zrem(QUAR_EXITS, ended[i])
-end
+local quarantines, more_quarantines = clean_quarantines(now, limit)
 return ok({expired = expired, sessions = sessions, quarantines = quarantines,
-           more = more_records or #due > limit or #ended > limit})
+           more = more_records or #due > limit or more_quarantines})

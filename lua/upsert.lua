@@ -63,7 +63,6 @@ local known = {}  -- only a proxy already stored can have an owner
 for _, id in ipairs(ids) do if hget(HOT, id) then known[#known + 1] = id end end
 prefetch(OWN, known)
 -- Exit-wide quarantines (report_outcome.lua), read only when there are any at all.
-local QUAR = k('quarantine')
 local quarantines = redis.call('EXISTS', QUAR) == 1
 if quarantines then
   local every_host = {}
