@@ -1,4 +1,5 @@
-"""The process-wide activity pool (``RedisPool``), built lazily from settings.
+"""The process-wide activity pool (``RedisPool``), built lazily from settings (the Redis URL,
+the key prefix and ``POOL_BAN_QUARANTINE_S`` as ``PoolOptions.default_quarantine``).
 
 One Redis client per process, shared by every request thread. ``RedisPool`` takes its replay
 TTL from ``PoolOptions`` (one per pool, not per call), so clients with different idempotency
@@ -53,7 +54,10 @@ def get_pool(idempotency_ttl: timedelta | None = None) -> RedisPool:
             url, prefix = _target()
             if _client is None:
                 _client = redis.Redis.from_url(url)
-            options = PoolOptions(prefix=prefix)
+            options = PoolOptions(
+                prefix=prefix,
+                default_quarantine=timedelta(seconds=settings.POOL_BAN_QUARANTINE_S),
+            )
             if idempotency_ttl is not None:
                 options = replace(options, idempotency_ttl=idempotency_ttl)
             pool = RedisPool(_client, options)

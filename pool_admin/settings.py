@@ -12,6 +12,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from activity.types import PoolOptions
 from pool_admin.env import (
     EnvError,
     check_fernet_keys,
@@ -60,11 +61,16 @@ POOL_PREFIX = env_str("POOL_PREFIX", "pp")
 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}", POOL_PREFIX):
     raise EnvError("POOL_PREFIX must be 1-32 characters of A-Z a-z 0-9 . _ -, starting alnum")
 
-# How long a banned proxy's exit is not taken again (outcome reports; 0: never quarantined).
-# At most a week: PoolOptions.max_quarantine.
-POOL_BAN_QUARANTINE_S = env_int("POOL_BAN_QUARANTINE_S", 1800, minimum=0)
-if POOL_BAN_QUARANTINE_S > 7 * 24 * 3600:
-    raise EnvError(f"POOL_BAN_QUARANTINE_S must be at most 604800, got {POOL_BAN_QUARANTINE_S}")
+# How long a banned proxy's exit is not taken again (outcome reports; 0: never quarantined):
+# the pool's PoolOptions.default_quarantine, at most its max_quarantine.
+_MAX_QUARANTINE_S = int(PoolOptions().max_quarantine.total_seconds())
+POOL_BAN_QUARANTINE_S = env_int(
+    "POOL_BAN_QUARANTINE_S", int(PoolOptions().default_quarantine.total_seconds()), minimum=0
+)
+if POOL_BAN_QUARANTINE_S > _MAX_QUARANTINE_S:
+    raise EnvError(
+        f"POOL_BAN_QUARANTINE_S must be at most {_MAX_QUARANTINE_S}, got {POOL_BAN_QUARANTINE_S}"
+    )
 
 DATABASE_URL = env_url(
     "DATABASE_URL", DEFAULT_DATABASE_URL, frozenset({"postgres", "postgresql", "pgsql"})

@@ -14,10 +14,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.db import DatabaseError
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -168,8 +167,7 @@ class OutcomeView(APIView):
             outcome=Outcome(data["outcome"]),
             reported_at=now,
             target_host=data.get("target_host"),
-            quarantine=timedelta(seconds=settings.POOL_BAN_QUARANTINE_S),
-        )
+        )  # the quarantine: the pool's default_quarantine (POOL_BAN_QUARANTINE_S)
         started = time.monotonic()
         event: dict[str, Any] = {
             "event": "outcome",

@@ -146,6 +146,7 @@ def test_a_report_takes_one_unit_of_the_requests_per_second_limit(api, make_clie
 
 def test_a_zero_quarantine_setting_records_the_ban_only(api, make_client, seed, settings):
     settings.POOL_BAN_QUARANTINE_S = 0
+    pool_module.reset_pool(*pool_module.target())  # pools are built with the setting
     seed(n=1)
     client = api(make_client().plaintext)
     [pid] = take(client)
