@@ -181,22 +181,15 @@ end
 local function get_owner(pid) return get_json(OWN, pid) end
 
 local function digest(value) return redis.sha1hex(value) end
--- Key names built from labels, kept while the namespace stays the same (bind clears them when
--- it changes, and when more than NAMED_MAX names are kept): building a name is string work
--- that upsert and extract would otherwise repeat for every proxy.
-local NAMED_MAX = 4096
-local named, named_count = {}, 0
+-- Key names built from labels, kept for one call (bind clears them): an upsert chunk or an
+-- extract names the same few index keys for every proxy it touches.
+local named = {}
 local function named_key(dim, value)
   local by_value = subtable(named, dim)
   local key = by_value[value]
   if not key then
-    if named_count >= NAMED_MAX then
-      by_value, named_count = {}, 0
-      named = {[dim] = by_value}
-    end
     key = k(dim .. ':' .. value)
     by_value[value] = key
-    named_count = named_count + 1
   end
   return key
 end
@@ -501,10 +494,9 @@ end
 -- the same), forget the previous call's touched keys, refuse a foreign data layout.
 local function bind(meta)
   touched, pending, stored_counts, call_ttl = {}, {}, {}, nil
-  hbuf, zbuf, rcache = {}, {}, {}
+  hbuf, zbuf, rcache, named = {}, {}, {}, {}
   if meta ~= META then
     META, NS = meta, string.sub(meta, 1, #meta - 4)
-    named, named_count = {}, 0
     R, HOT, HEALTH = k('records'), k('hot'), k('health')
     UNIQ, EXP, AVAIL = k('unique'), k('expiry'), k('available')
     INV, MANAGED_COUNT = k('inventory'), k('managed')

@@ -8,20 +8,20 @@
 assert(#KEYS == 1 and #ARGV == 3, 'quarantine_of: arity')
 local now, ids, budget = tonum(ARGV[1]), cjson.decode(ARGV[2]), tonum(ARGV[3])
 local out, examined = {}, 0
+prefetch(HOT, ids)
 for _, pid in ipairs(ids) do
   local rec = get_rec(pid)
   if rec and rec.e > now then
-    -- Every entry of this exit: "<digest>|<host>", and '}' is the byte after '|'.
+    -- Every entry of this exit: "<digest>|<host>", and '}' is the byte after '|'. One read,
+    -- never more than what is left of the budget (plus one, to know it ran out).
     local low, high = '[' .. rec.k .. '|', '(' .. rec.k .. '}'
-    local n = zread('ZLEXCOUNT', QUAR_EXITS, low, high)
-    examined = examined + n
+    local entries = zread('ZRANGEBYLEX', QUAR_EXITS, low, high, 'LIMIT', 0, budget - examined + 1)
+    examined = examined + #entries
     if examined > budget then return fail('scan_budget_exhausted') end
     local hosts = {}
-    if n > 0 then
-      for _, entry in ipairs(zread('ZRANGEBYLEX', QUAR_EXITS, low, high)) do
-        if tonumber(hget(QUAR, entry) or '0') > now then
-          hosts[#hosts + 1] = string.sub(entry, #rec.k + 2)
-        end
+    for _, entry in ipairs(entries) do
+      if tonumber(hget(QUAR, entry) or '0') > now then
+        hosts[#hosts + 1] = string.sub(entry, #rec.k + 2)
       end
     end
     if #hosts > 0 then out[#out + 1] = {pid, hosts} end

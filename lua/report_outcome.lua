@@ -39,10 +39,11 @@ if ends then
   hset(QUAR, entry, q)
   zadd(QUAR_EXP, ends, entry)
   zadd(QUAR_EXITS, 0, entry)  -- all scores 0: read by exit with ZRANGEBYLEX
-  -- A quarantine may outlive every record (the pool's horizon): its keys live to its end.
-  for _, key in ipairs({QUAR, QUAR_EXP, QUAR_EXITS}) do extend(key, ends - now + GRACE_MS) end
 end
 hset(OUTCOMES, pid, table.concat({outcome, host, q}, '|'))
 touch(OUTCOMES)  -- lives with the records (delete_rec removes an entry with its record)
 finish(now)
+if ends then  -- a quarantine may outlive every record (the pool's horizon): keys live to its end
+  for _, key in ipairs({QUAR, QUAR_EXP, QUAR_EXITS}) do extend(key, ends - now + GRACE_MS) end
+end
 return ok({u = rec.u, o = outcome, h = host, q = q, r = false})

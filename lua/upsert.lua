@@ -62,11 +62,14 @@ prefetch(HOT, ids); prefetch(UNIQ, keys)
 local known = {}  -- only a proxy already stored can have an owner
 for _, id in ipairs(ids) do if hget(HOT, id) then known[#known + 1] = id end end
 prefetch(OWN, known)
--- Exit-wide quarantines (report_outcome.lua), read only when there are any at all.
+-- Exit-wide quarantines (report_outcome.lua) of the new proxies, read only when there are any
+-- quarantines at all (nothing in this call writes that hash, so EXISTS needs no buffer).
 local quarantines = redis.call('EXISTS', QUAR) == 1
 if quarantines then
   local every_host = {}
-  for i, key in ipairs(keys) do every_host[i] = key .. '|*' end
+  for i, key in ipairs(keys) do
+    if not hget(HOT, ids[i]) then every_host[#every_host + 1] = key .. '|*' end
+  end
   prefetch(QUAR, every_host)
 end
 
