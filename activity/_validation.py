@@ -304,7 +304,8 @@ def prepare_batch(
             continue
         if proxy.secret_ref is not None:
             credential = _resolve(resolver, proxy.secret_ref)
-            if credential is None:
+            if credential is None or not (_storable(credential.username)
+                                          and _storable(credential.password)):  # fmt: skip
                 dropped += 1
                 continue
             username, password = credential.username, credential.password
@@ -324,8 +325,15 @@ def prepare_batch(
     )
 
 
-def _optional_token(value: object, what: str) -> str | None:
-    return None if value is None else token(value, what, InvalidBatch)
+def _storable(value: object) -> bool:
+    """A credential part the record can hold: a string that is valid UTF-8 (no lone surrogate)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _resolve(resolver: CredentialResolver, ref: SecretRef) -> Credential | None:

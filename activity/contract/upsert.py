@@ -242,6 +242,15 @@ class TestUpsert:
         assert "s3cret-pass" not in repr(got)
         assert "static:" not in repr(good.ref)
 
+    def test_credentials_a_record_cannot_hold_drop_the_candidate(self, make_pool: PoolFactory):
+        """Bad input changes nothing: a store answering with a lone surrogate is no credential."""
+        h = make_pool()
+        bad = h.credentials.put("user-1", "pass-\udc80")
+        result = h.upsert([h.proxy("p1", secret_ref=bad.ref), h.proxy("p2")])
+        assert (result.inserted, result.dropped) == (1, 1)
+        h.mark(["p1", "p2"])
+        assert ids(h.take(5)) == ["p2"]
+
 
 def _now_naive() -> datetime:
     return datetime(2026, 1, 1)  # noqa: DTZ001 - deliberately naive
