@@ -15,7 +15,6 @@ takes DRF's full path unchanged, which then raises the same errors as before.
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from typing import Any
@@ -27,6 +26,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils import json as drf_json
 from rest_framework.views import APIView
 
 from activity.errors import ScanBudgetExhausted
@@ -67,10 +67,6 @@ _DIRECT_MAX_BODY = 64 * 1024
 _render_json = JSONRenderer().render
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(name)  # NaN and Infinity: DRF's strict JSON refuses them
-
-
 def _direct_inputs(request: HttpRequest) -> tuple[Principal, Any] | None:
     """(principal, parsed body) if ``request`` can take the direct path, else None."""
     meta = request.META
@@ -87,7 +83,7 @@ def _direct_inputs(request: HttpRequest) -> tuple[Principal, Any] | None:
         principal = None if plaintext is None else cached_principal(plaintext)
         if principal is None:
             return None
-        body = json.loads(request.body.decode("utf-8"), parse_constant=_refuse_constant)
+        body = drf_json.loads(request.body.decode("utf-8"))  # DRF's strict JSON: no NaN
     except (AuthenticationFailed, UnicodeError, ValueError, RecursionError):
         return None
     return principal, body
@@ -162,6 +158,9 @@ class ExtractView(APIView):
             return super().dispatch(request, *args, **kwargs)
         principal, body = direct
         request.user = principal  # type: ignore[assignment]  # as DRF's authentication does
+        # The view's permissions hold on this path too (any denial is answered by DRF's).
+        if not all(p.has_permission(request, self) for p in self.get_permissions()):  # type: ignore[arg-type]
+            return super().dispatch(request, *args, **kwargs)
         self.args, self.kwargs = args, kwargs
         self.headers = self.default_response_headers
         try:

@@ -35,6 +35,7 @@ def _isolated(redis_url, unique_prefix):
     auth.clear_cache()
     flush_usage()
     yield
+    flush_usage()  # nothing left for the exit hook, after pytest has closed its log streams
     pool_module.reset_pool()
     auth.clear_cache()
 

@@ -98,3 +98,24 @@ def test_other_requests_take_drfs_full_path(
     assert status is None or response.status_code == status
     if status != 200:
         assert response["Content-Type"] == "application/problem+json"
+
+
+def test_the_views_permissions_hold_on_the_direct_path(
+    api, make_client, seed, full_path_calls, monkeypatch
+):
+    """A permission added to the view later is never skipped by the direct path."""
+    from rest_framework.permissions import BasePermission
+
+    from pool_admin.api.views import ExtractView
+
+    class Nobody(BasePermission):
+        def has_permission(self, request, view):
+            return False
+
+    seed(n=1)
+    client = api(make_client().plaintext)
+    assert client.post(URL, {"count": 1, "mode": "partial"}, format="json").status_code == 200
+    monkeypatch.setattr(ExtractView, "permission_classes", [Nobody])
+    response = client.post(URL, {"count": 1, "mode": "partial"}, format="json")
+    assert response.status_code == 403 and response.json()["code"] == "forbidden"
+    assert len(full_path_calls) == 2  # the first request's key caching, then DRF refusing
