@@ -18,7 +18,6 @@ drops any key that looks like one as a last guard.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import multiprocessing.util
 import os
@@ -47,10 +46,6 @@ def _may_log(name: str) -> bool:
     return allowed
 
 
-def _default(value: object) -> str:
-    return str(value)
-
-
 class _Queue:
     """Encoded events waiting for the writer thread of this process."""
 
@@ -58,7 +53,7 @@ class _Queue:
         self._lock = threading.Lock()
         self._lines: list[bytes] = []
         self._dropped = 0
-        self._writer_pid = 0
+        self._writing = False  # this process's writer thread runs (after_fork: not yet)
 
     def add(self, line: bytes) -> None:
         with self._lock:
@@ -66,8 +61,8 @@ class _Queue:
                 self._dropped += 1
                 return
             self._lines.append(line)
-            if self._writer_pid != os.getpid():  # first event in this (possibly forked) process
-                self._writer_pid = os.getpid()
+            if not self._writing:
+                self._writing = True
                 threading.Thread(target=self._run, name="usage-writer", daemon=True).start()
 
     def _run(self) -> None:
@@ -86,14 +81,14 @@ class _Queue:
 
     def after_fork(self) -> None:
         self._lock = threading.Lock()  # the parent's lock may have been held by another thread
-        self._lines, self._dropped, self._writer_pid = [], 0, 0
+        self._lines, self._dropped, self._writing = [], 0, False
 
 
 _queue = _Queue()
 os.register_at_fork(after_in_child=_queue.after_fork)
-atexit.register(_queue.flush)
-# The web server's workers (granian) are multiprocessing children, which end without running
-# atexit hooks but with multiprocessing's finalizers: a graceful stop loses nothing either.
+# Written on the way out by multiprocessing's finalizers: they run at a normal exit (from its
+# atexit hook) and also in multiprocessing children, such as the web server's (granian's)
+# workers stopped gracefully, which run no atexit hooks of their own.
 multiprocessing.util.Finalize(None, _queue.flush, exitpriority=10)
 
 
@@ -102,7 +97,7 @@ def emit_usage(event: dict[str, Any]) -> None:
         return
     safe = {k: v for k, v in event.items() if _may_log(k)}
     safe["at"] = round(time.time(), 3)
-    _queue.add(orjson.dumps(safe, option=orjson.OPT_SORT_KEYS, default=_default))
+    _queue.add(orjson.dumps(safe, option=orjson.OPT_SORT_KEYS, default=str))
 
 
 def flush_usage() -> None:
