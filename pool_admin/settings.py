@@ -217,12 +217,21 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 HEARTBEAT_PERIOD = timedelta(seconds=30)
+# Outcome aggregates (config.UpstreamQuality) are kept this many days; older rows are deleted
+# in batches every QUALITY_PRUNE_PERIOD.
+QUALITY_RETENTION_DAYS = env_int("QUALITY_RETENTION_DAYS", 90, minimum=1)
+QUALITY_PRUNE_PERIOD = timedelta(minutes=5)
 CELERY_BEAT_SCHEDULE = {
     "heartbeat": {
         "task": "pool_admin.heartbeat",
         "schedule": HEARTBEAT_PERIOD,
         # A run not started within one period is dropped, so a backlog never piles up.
         "options": {"expires": HEARTBEAT_PERIOD.total_seconds()},
+    },
+    "prune-quality": {
+        "task": "pool_admin.prune_quality",
+        "schedule": QUALITY_PRUNE_PERIOD,
+        "options": {"expires": QUALITY_PRUNE_PERIOD.total_seconds()},
     },
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
 
@@ -21,3 +21,16 @@ def heartbeat(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> str:
 @shared_task(name="pool_admin.heartbeat")
 def heartbeat_task() -> str:
     return heartbeat()
+
+
+@shared_task(name="pool_admin.prune_quality")
+def prune_quality_task() -> int:
+    """Outcome aggregates older than QUALITY_RETENTION_DAYS, one bounded batch per run."""
+    from django.conf import settings
+
+    from pool_admin.config.quality import prune_quality
+
+    deleted, more = prune_quality(timedelta(days=settings.QUALITY_RETENTION_DAYS))
+    if deleted:
+        logger.info("quality: %d old rows deleted%s", deleted, ", more remain" if more else "")
+    return deleted

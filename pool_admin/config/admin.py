@@ -9,7 +9,17 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db import models
-from django.db.models import Count, F, IntegerField, OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models import (
+    Count,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+)
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
@@ -17,6 +27,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
 from simple_history.admin import SimpleHistoryAdmin
 
+from activity.types import Outcome
 from pool_admin.config.models import (
     PROTOCOL_CHOICES,
     ApiClient,
@@ -172,7 +183,7 @@ def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
         return Coalesce(summed, 0, output_field=IntegerField())
 
     return upstreams.annotate(
-        reports_last_hour=total(F("ok") + F("banned") + F("timeout") + F("auth_failed")),
+        reports_last_hour=total(sum((F(o.value) for o in Outcome), Value(0))),
         ok_last_hour=total("ok"),
         banned_last_hour=total("banned"),
     )

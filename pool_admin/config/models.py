@@ -24,7 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
-from activity.types import PROTOCOLS
+from activity.types import PROTOCOLS, Outcome
 from pool_admin.config import secrets as secret_box
 
 # Same rule as activity's label tokens (activity/_validation.py): names and labels become
@@ -505,4 +505,4 @@ class UpstreamQuality(models.Model):
 
     @property
     def reports(self) -> int:
-        return self.ok + self.banned + self.timeout + self.auth_failed
+        return sum(getattr(self, outcome.value) for outcome in Outcome)  # a column each

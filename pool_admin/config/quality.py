@@ -9,7 +9,7 @@ metrics consumer will call it with the counts it aggregated from its stream.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -42,3 +42,20 @@ def record_outcomes(upstream: str, at: datetime, counts: Mapping[Outcome, int]) 
             UpstreamQuality.objects.create(upstream=upstream, minute=minute_of(at), **deltas)
     except IntegrityError:
         rows.update(**increments)  # another request created the row first; it is there now
+
+
+#: Rows one prune_quality call deletes at most (one statement; the next call goes on).
+PRUNE_BATCH = 10_000
+
+
+def prune_quality(retention: timedelta, now: datetime | None = None) -> tuple[int, bool]:
+    """Delete up to ``PRUNE_BATCH`` rows older than ``retention``, oldest first.
+
+    Returns (rows deleted, whether older rows remain). Keeps the aggregates table bounded by
+    upstreams x minutes of retention; Celery beat calls it every few minutes.
+    """
+    cutoff = minute_of((now or datetime.now(UTC)) - retention)
+    old = UpstreamQuality.objects.filter(minute__lt=cutoff).order_by("minute")
+    ids = list(old.values_list("pk", flat=True)[: PRUNE_BATCH + 1])
+    deleted, _ = UpstreamQuality.objects.filter(pk__in=ids[:PRUNE_BATCH]).delete()
+    return deleted, len(ids) > PRUNE_BATCH
