@@ -71,10 +71,11 @@ class ExtractRequestSerializer(StrictSerializer):
     )
 
 
-_TOP_FIELDS = frozenset({"count", "mode", "filters", "min_remaining_s"})
-_FILTER_FIELDS = frozenset({"protocol", "region", "carrier", "upstream"})
+# The fast path's field names come from the serializers; its value rules are theirs, restated
+# (tests/pool_admin/api/test_body.py checks the two agree on generated bodies).
+_TOP_FIELDS = frozenset(ExtractRequestSerializer().fields)
+_FILTER_FIELDS = frozenset(ExtractFiltersSerializer().fields)
 _MODES = frozenset(m.value for m in ExtractMode)
-_PROTOCOLS = frozenset(PROTOCOLS)
 _LABEL = re.compile(LABEL_REGEX)
 
 
@@ -91,7 +92,7 @@ def _plain_filters(filters: Any) -> bool:
         if type(value) is not str:
             return False
         if name == "protocol":
-            if value not in _PROTOCOLS:
+            if value not in PROTOCOLS:
                 return False
         elif not _LABEL.search(value):
             return False
