@@ -4,13 +4,9 @@ An extract touches no database once its key is cached (auth.py): limits come fro
 principal, proxies from Redis. Errors are raised and turned into problem+json centrally
 (problems.py).
 
-``ExtractView`` has a direct path for the ordinary request, the one that is the API's load: a
-POST with a JSON body, a cached ``Bearer`` key, no ``Accept`` other than ``*/*`` or
-``application/json`` and no query string. It skips DRF's request wrapper, content negotiation
-and parser (about a fifth of a request's CPU time) and answers with the same bytes and headers;
-its errors still go through DRF's ``handle_exception`` and ``finalize_response``. Anything else
-(another method or media type, an unknown or uncached key, a body that is not strict JSON)
-takes DRF's full path unchanged, which then raises the same errors as before.
+The ordinary extract is answered ahead of Django's handler by ``direct.py`` with
+:func:`run_extract`, the function ``ExtractView.post`` calls; an error it meets is handed over
+to this view (``HANDED_OVER``), which answers it as DRF answers any other.
 """
 
 from __future__ import annotations
@@ -20,17 +16,14 @@ import uuid
 from typing import Any
 
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpRequest, HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework.exceptions import AuthenticationFailed
-from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.utils import json as drf_json
 from rest_framework.views import APIView
 
 from activity.errors import ScanBudgetExhausted
-from pool_admin.api.auth import ConfigUnavailable, Principal, bearer_key, cached_principal
+from pool_admin.api.auth import ConfigUnavailable, Principal
 from pool_admin.api.extracting import perform_extract
 from pool_admin.api.problems import PROBLEM_JSON, Forbidden, Problem, ProblemSerializer
 from pool_admin.api.serializers import (
@@ -59,41 +52,10 @@ def _problems(**by_status: str) -> dict[Any, Any]:
 _COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
 
 
-#: What the direct path of ExtractView takes (anything else goes through DRF's full path).
-_DIRECT_CONTENT_TYPES = frozenset({"application/json", "application/json; charset=utf-8"})
-_DIRECT_ACCEPT = frozenset({"", "*/*", "application/json"})
-#: Largest body the direct path reads (an extract body is well under 1 KiB).
-_DIRECT_MAX_BODY = 64 * 1024
-_render_json = JSONRenderer().render
-
-
-def _direct_inputs(request: HttpRequest) -> tuple[Principal, Any] | None:
-    """(principal, parsed body) if ``request`` can take the direct path, else None."""
-    meta = request.META
-    if (
-        request.method != "POST"
-        or meta.get("QUERY_STRING")
-        or meta.get("CONTENT_TYPE", "").lower() not in _DIRECT_CONTENT_TYPES
-        or meta.get("HTTP_ACCEPT", "") not in _DIRECT_ACCEPT
-        or not 0 < _content_length(meta) <= _DIRECT_MAX_BODY
-    ):
-        return None
-    try:
-        plaintext = bearer_key(meta.get("HTTP_AUTHORIZATION", "").encode("iso-8859-1"))
-        principal = None if plaintext is None else cached_principal(plaintext)
-        if principal is None:
-            return None
-        body = drf_json.loads(request.body.decode("utf-8"))  # DRF's strict JSON: no NaN
-    except (AuthenticationFailed, UnicodeError, ValueError, RecursionError):
-        return None
-    return principal, body
-
-
-def _content_length(meta: dict[str, Any]) -> int:
-    try:
-        return int(meta.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 0
+#: WSGI environ key under which direct.py hands an extract's error over to ExtractView:
+#: (the exception, the principal, the request ID). Set by the server side only: a client's
+#: headers reach the environ as HTTP_* keys.
+HANDED_OVER = "pool_admin.api.direct.error"
 
 
 def _idempotency_key(request: Request | HttpRequest) -> str | None:
@@ -149,48 +111,37 @@ class ExtractView(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        body_out, request_id = self._extract(request, request.user, request.data)
+        request_id = uuid.uuid4().hex
+        body_out = run_extract(request, request.user, request.data, request_id)
         return Response(body_out, headers={"X-Request-ID": request_id})
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        direct = _direct_inputs(request)
-        if direct is None:
+        handed_over = request.environ.pop(HANDED_OVER, None)  # type: ignore[attr-defined]
+        if handed_over is None:
             return super().dispatch(request, *args, **kwargs)
-        principal, body = direct
-        request.user = principal  # type: ignore[assignment]  # as DRF's authentication does
-        # The view's permissions hold on this path too (any denial is answered by DRF's).
-        if not all(p.has_permission(request, self) for p in self.get_permissions()):  # type: ignore[arg-type]
-            return super().dispatch(request, *args, **kwargs)
+        # An error direct.py met: answered as DRF's dispatch answers an exception.
+        exc, principal, request_id = handed_over
+        request.user = principal  # as DRF's authentication does
+        request.request_id = request_id  # type: ignore[attr-defined]
         self.args, self.kwargs = args, kwargs
         self.headers = self.default_response_headers
-        try:
-            body_out, request_id = self._extract(request, principal, body)
-        except Exception as exc:
-            # What DRF's dispatch does with an exception, on its own request wrapper.
-            self.request = self.initialize_request(request, *args, **kwargs)
-            return self.finalize_response(self.request, self.handle_exception(exc))
-        # JSONRenderer's bytes for the one media type this view offers, without negotiating.
-        response = HttpResponse(
-            _render_json(body_out),
-            content_type=JSONRenderer.media_type,
-            headers={"X-Request-ID": request_id},
-        )
-        return self.finalize_response(request, response)  # type: ignore[arg-type]
+        self.request = self.initialize_request(request, *args, **kwargs)
+        return self.finalize_response(self.request, self.handle_exception(exc))
 
-    def _extract(
-        self, request: Request | HttpRequest, principal: Principal, body: Any
-    ) -> tuple[dict[str, Any], str]:
-        request_id = uuid.uuid4().hex
-        request.request_id = request_id  # type: ignore[union-attr]
-        key = _idempotency_key(request)
-        result = perform_extract(principal, body, key, request_id)
-        body_out = {
-            "proxies": [proxy_body(p) for p in result.proxies],
-            "requested": result.requested,
-            "returned": result.returned,
-            "replayed": result.replayed,
-        }
-        return body_out, request_id
+
+def run_extract(
+    request: Request | HttpRequest, principal: Principal, body: Any, request_id: str
+) -> dict[str, Any]:
+    """The extract's response body for ``body`` (parsed JSON); errors are raised."""
+    request.request_id = request_id  # type: ignore[union-attr]  # problems.py reports it
+    key = _idempotency_key(request)
+    result = perform_extract(principal, body, key, request_id)
+    return {
+        "proxies": [proxy_body(p) for p in result.proxies],
+        "requested": result.requested,
+        "returned": result.returned,
+        "replayed": result.replayed,
+    }
 
 
 class InventoryView(APIView):

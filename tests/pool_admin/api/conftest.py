@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 import redis
-from rest_framework.test import APIClient
+from django.core.handlers.wsgi import WSGIRequest
+from rest_framework.test import APIClient, ForceAuthClientHandler
 
 from activity import (
     FetchedBatch,
@@ -20,7 +21,7 @@ from activity import (
 )
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
-from pool_admin.api import auth
+from pool_admin.api import auth, direct
 from pool_admin.api.usage import flush_usage
 from pool_admin.config.models import ApiClient, ApiKey, Upstream
 
@@ -111,10 +112,30 @@ def make_client(upstreams):
     return make
 
 
-@pytest.fixture
-def api():
+class DirectFirstHandler(ForceAuthClientHandler):
+    """The test client's handler as the web server's application is composed (pool_admin/wsgi.py):
+    direct.py's answer for the ordinary extract, Django's handler for the rest."""
+
+    answered: int = 0  # requests direct.py answered
+
+    def __call__(self, environ):
+        response = direct.answer(environ)
+        if response is None:
+            return super().__call__(environ)
+        DirectFirstHandler.answered += 1
+        response.wsgi_request = WSGIRequest(environ)  # what the test client reads of it
+        return response
+
+
+@pytest.fixture(params=["django", "direct"])
+def api(request):
+    """A client of the API: through Django's handler alone, or through direct.py first as the
+    web server runs it. Every API test runs on both, so both answer every request alike."""
+
     def make(plaintext: str | None = None) -> APIClient:
         client = APIClient()
+        if request.param == "direct":
+            client.handler = DirectFirstHandler(enforce_csrf_checks=False)
         if plaintext is not None:
             client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
         return client

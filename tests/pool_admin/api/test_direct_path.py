@@ -1,36 +1,55 @@
-"""ExtractView's direct path answers exactly as DRF's full path does (pool_admin/api/views.py)."""
+"""direct.py answers the ordinary extract exactly as Django's handler does (api/direct.py).
+
+Every API test also runs through direct.py (the ``api`` fixture); these compare the two answers
+byte for byte where they can differ, and check what direct.py must leave to Django.
+"""
 
 from __future__ import annotations
 
 import json
 
 import pytest
+from django.core import signals
+from django.db import close_old_connections
+from django.test import RequestFactory, override_settings
 from rest_framework.renderers import JSONRenderer
-from rest_framework.views import APIView
+from rest_framework.test import APIClient
 
+from pool_admin.api import direct
+from tests.pool_admin.api.conftest import DirectFirstHandler
 from tests.pool_admin.api.test_extract import URL
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
-DIRECT = {}  # no Accept header: the direct path
-FULL = {"Accept": "application/json, */*"}  # the same negotiation result, through DRF
+ORDINARY = {"count": 1, "mode": "partial"}
+
+
+def clients(plaintext: str) -> tuple[APIClient, APIClient]:
+    """(through direct.py first, through Django's handler alone), with the same key."""
+    first, django = APIClient(), APIClient()
+    first.handler = DirectFirstHandler(enforce_csrf_checks=False)
+    for client in (first, django):
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+    return first, django
 
 
 @pytest.fixture
-def full_path_calls(monkeypatch):
-    """How many requests went through DRF's dispatch."""
+def extracts_run_by_direct(monkeypatch):
+    """Request IDs of the extracts direct.py ran (answered or handed over)."""
     calls = []
-    original = APIView.dispatch
+    original = direct.run_extract
 
-    def spy(self, request, *args, **kwargs):
-        calls.append(request.path)
-        return original(self, request, *args, **kwargs)
+    def spy(request, principal, body, request_id):
+        calls.append(request_id)
+        return original(request, principal, body, request_id)
 
-    monkeypatch.setattr(APIView, "dispatch", spy)
+    monkeypatch.setattr(direct, "run_extract", spy)
     return calls
 
 
 def comparable(response):
+    if not response["Content-Type"].endswith("json"):
+        return response.status_code, dict(response.items()), response.content
     body = json.loads(response.content)
     body.pop("request_id", None)
     if "proxies" in body:
@@ -53,23 +72,27 @@ def comparable(response):
         ([1, 2], 400),
     ],
 )
-def test_direct_and_full_path_answer_alike(api, make_client, seed, full_path_calls, body, status):
+def test_direct_and_django_answer_alike(make_client, seed, extracts_run_by_direct, body, status):
     seed(n=20)
-    client = api(make_client(max_count_per_request=60, proxies_per_minute=40).plaintext)
-    assert client.post(URL, {"count": 1, "mode": "partial"}, format="json").status_code == 200
-    assert len(full_path_calls) == 1  # the first request verified the key: DRF's path
+    first, django = clients(make_client(max_count_per_request=60, proxies_per_minute=40).plaintext)
+    assert first.post(URL, ORDINARY, format="json").status_code == 200
+    assert extracts_run_by_direct == []  # the first request verified the key: Django's path
 
-    direct = client.post(URL, body, format="json", headers=DIRECT)
-    assert len(full_path_calls) == 1, "the direct path was not taken"
-    full = client.post(URL, body, format="json", headers=FULL)
-    assert len(full_path_calls) == 2
+    answered = DirectFirstHandler.answered
+    response = first.post(URL, body, format="json")
+    assert len(extracts_run_by_direct) == 1, "direct.py did not run the extract"
+    assert DirectFirstHandler.answered == answered + (status == 200)  # errors: handed over
+    reference = django.post(URL, body, format="json")
+    assert len(extracts_run_by_direct) == 1
 
-    assert direct.status_code == status, direct.content
-    assert comparable(direct) == comparable(full)
-    assert direct.content == JSONRenderer().render(json.loads(direct.content))  # DRF's bytes
-    assert int(direct["Content-Length"]) == len(direct.content)
+    assert response.status_code == status, response.content
+    assert comparable(response) == comparable(reference)
+    assert response.content == JSONRenderer().render(json.loads(response.content))  # DRF's bytes
+    assert int(response["Content-Length"]) == len(response.content)
     if status == 200:
-        assert direct["X-Request-ID"] and direct["X-Request-ID"] != full["X-Request-ID"]
+        assert response["X-Request-ID"] and response["X-Request-ID"] != reference["X-Request-ID"]
+    else:  # the error answer names the extract direct.py ran
+        assert response.json()["request_id"] == extracts_run_by_direct[0]
 
 
 @pytest.mark.parametrize(
@@ -80,30 +103,33 @@ def test_direct_and_full_path_answer_alike(api, make_client, seed, full_path_cal
         ("application/json", "", {}, 400),
         ("text/plain", '{"count": 1, "mode": "partial"}', {}, 415),
         ("application/json", '{"count": 1, "mode": "partial"}', {"Accept": "text/html"}, 406),
-        # Valid, but over the direct path's 64 KiB: DRF reads it.
+        # Valid, but over direct.py's 64 KiB: Django reads it.
         ("application/json", " " * 70_000 + '{"count": 1, "mode": "partial"}', {}, 200),
-        # Too deep for Python's JSON parser: DRF's path, and a 400 like any other bad JSON.
+        # Too deep for Python's JSON parser: Django's path, and a 400 like any other bad JSON.
         ("application/json", "[" * 100_000, {}, 400),
         ("application/json", "[" * 100_000 + "]" * 100_000, {}, 400),
+        # A host outside ALLOWED_HOSTS: Django's 400.
+        ("application/json", '{"count": 1, "mode": "partial"}', {"Host": "evil.example"}, 400),
     ],
 )
-def test_other_requests_take_drfs_full_path(
-    api, make_client, seed, full_path_calls, content_type, data, headers, status
+def test_other_requests_are_left_to_django(
+    make_client, seed, extracts_run_by_direct, content_type, data, headers, status
 ):
     seed(n=3)
-    client = api(make_client().plaintext)
-    assert client.post(URL, {"count": 1, "mode": "partial"}, format="json").status_code == 200
-    response = client.post(URL, data, content_type=content_type, headers=headers)
-    assert len(full_path_calls) == 2
-    assert status is None or response.status_code == status
-    if status != 200:
-        assert response["Content-Type"] == "application/problem+json"
+    first, django = clients(make_client().plaintext)
+    assert first.post(URL, ORDINARY, format="json").status_code == 200
+    response = first.post(URL, data, content_type=content_type, headers=headers)
+    assert extracts_run_by_direct == []
+    reference = django.post(URL, data, content_type=content_type, headers=headers)
+    assert response.status_code == status
+    # The same detail too: a body direct.py read and gave back reads alike in Django.
+    assert comparable(response) == comparable(reference)
 
 
 def test_the_views_permissions_hold_on_the_direct_path(
-    api, make_client, seed, full_path_calls, monkeypatch
+    make_client, seed, extracts_run_by_direct, monkeypatch
 ):
-    """A permission added to the view later is never skipped by the direct path."""
+    """A permission added to the view later is never skipped by direct.py."""
     from rest_framework.permissions import BasePermission
 
     from pool_admin.api.views import ExtractView
@@ -113,9 +139,98 @@ def test_the_views_permissions_hold_on_the_direct_path(
             return False
 
     seed(n=1)
-    client = api(make_client().plaintext)
-    assert client.post(URL, {"count": 1, "mode": "partial"}, format="json").status_code == 200
+    first, _ = clients(make_client().plaintext)
+    assert first.post(URL, ORDINARY, format="json").status_code == 200
     monkeypatch.setattr(ExtractView, "permission_classes", [Nobody])
-    response = client.post(URL, {"count": 1, "mode": "partial"}, format="json")
+    response = first.post(URL, ORDINARY, format="json")
     assert response.status_code == 403 and response.json()["code"] == "forbidden"
-    assert len(full_path_calls) == 2  # the first request's key caching, then DRF refusing
+    assert extracts_run_by_direct == []
+
+
+@pytest.fixture
+def reset_direct():
+    direct._enabled = None
+    yield
+    direct._enabled = None
+
+
+def test_other_middleware_turns_the_direct_path_off(
+    make_client, seed, extracts_run_by_direct, reset_direct, settings, caplog
+):
+    """Middleware direct.py does not know would be skipped: it stays off instead."""
+    seed(n=2)
+    first, _ = clients(make_client().plaintext)
+    assert first.post(URL, ORDINARY, format="json").status_code == 200
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.middleware.gzip.GZipMiddleware"]
+    direct._enabled = None
+    assert first.post(URL, ORDINARY, format="json").status_code == 200
+    assert extracts_run_by_direct == []
+    assert "direct extract path off: settings.MIDDLEWARE differs" in caplog.text
+
+
+def test_the_projects_settings_keep_the_direct_path_on(reset_direct):
+    assert direct.enabled()
+
+
+def _call(app, environ):
+    out = {}
+
+    def start_response(status, headers, exc_info=None):
+        out.update(status=status, headers=headers)
+
+    chunks = app(environ, start_response)
+    try:
+        body = b"".join(chunks)
+    finally:
+        getattr(chunks, "close", lambda: None)()
+    return out["status"], out["headers"], body
+
+
+@pytest.fixture
+def keep_test_connection():
+    """What Django's test client does: the real handler's request signals would close the
+    test's database connection (it is inside the test's transaction)."""
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+@override_settings(ALLOWED_HOSTS=["api.example"])
+def test_the_web_servers_application_sends_the_direct_answer_as_django_would(
+    make_client, seed, extracts_run_by_direct, keep_test_connection
+):
+    """pool_admin.wsgi.application: status line, header list and bytes as Django's handler."""
+    from pool_admin.wsgi import application, django_application
+
+    seed(n=4)
+    key = make_client().plaintext
+    factory = RequestFactory()
+
+    def environ(path=URL, **extra):
+        return factory.post(
+            path,
+            data=json.dumps(ORDINARY),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {key}", "Host": "api.example"},
+            **extra,
+        ).environ
+
+    status, _, _ = _call(application, environ())  # verifies and caches the key: Django's path
+    assert status == "200 OK" and extracts_run_by_direct == []
+    status, headers, body = _call(application, environ())
+    assert len(extracts_run_by_direct) == 1
+    ref_status, ref_headers, ref_body = _call(django_application, environ())
+    assert len(extracts_run_by_direct) == 1
+    assert status == ref_status == "200 OK"
+
+    def names(header_list):
+        return [(k, v) for k, v in header_list if k not in ("X-Request-ID", "Content-Length")]
+
+    assert names(headers) == names(ref_headers)
+    assert dict(headers)["Content-Length"] == str(len(body))
+    assert json.loads(body)["returned"] == json.loads(ref_body)["returned"] == 1
+    # Other paths go to Django unchanged.
+    status, _, body = _call(application, factory.get("/healthz", HTTP_HOST="api.example").environ)
+    assert status == "200 OK" and json.loads(body) == {"status": "ok"}
