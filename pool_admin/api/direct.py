@@ -8,8 +8,8 @@ the ordinary extract itself and hands every other request to Django unchanged.
 
 What it takes (:func:`answer`; anything else goes to Django before anything is done):
 
-* ``POST /api/v1/extract`` with no query string, a JSON content type, no ``Accept`` other than
-  ``*/*`` or ``application/json``, and a body of 1 byte to 64 KiB that is strict JSON;
+* ``POST /api/v1/extract`` with no query string, a JSON content type, no ``Accept`` or one of
+  exactly ``*/*`` or ``application/json``, and a body of 1 byte to 64 KiB that is strict JSON;
 * a request that the project's middleware lets through: the same ``SecurityMiddleware`` and
   ``CommonMiddleware`` instances' ``process_request`` run here (host check, SSL redirect,
   user-agent rules); a redirect or an error from them is Django's to give;
@@ -24,7 +24,8 @@ Django with the error attached (``views.HANDED_OVER``) and ``ExtractView`` answe
 DRF's exception handler, so every error answer is that handler's own.
 
 The path relies on the project's settings as they are: exactly the middleware in
-``KNOWN_MIDDLEWARE`` and ExtractView's API-key authentication and no throttle. With anything
+``KNOWN_MIDDLEWARE``; ExtractView mounted at ``EXTRACT_PATH`` with API-key authentication, no
+throttle, and DRF's JSON renderer, the API's JSON parser and default negotiation. With anything
 else configured it stays off (logged once) and Django serves every request.
 tests/pool_admin/api run each API test through both this entry and Django's handler.
 """
@@ -43,11 +44,14 @@ from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpResponse
 from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
+from django.urls import resolve
 from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils import json as drf_json
 
 from pool_admin.api.auth import ApiKeyAuthentication, bearer_key, cached_principal
+from pool_admin.api.parsers import JSONParser
 from pool_admin.api.views import HANDED_OVER, ExtractView, run_extract
 
 logger = logging.getLogger(__name__)
@@ -64,7 +68,7 @@ KNOWN_MIDDLEWARE = (
     "pool_admin.api.middleware.SiteOnlyMiddleware",
 )
 _CONTENT_TYPES = frozenset({"application/json", "application/json; charset=utf-8"})
-_ACCEPT = frozenset({"", "*/*", "application/json"})
+_ACCEPT = frozenset({"*/*", "application/json"})
 #: Largest body taken here (an extract body is well under 1 KiB).
 MAX_BODY = 64 * 1024
 
@@ -102,6 +106,15 @@ def enabled() -> bool:
                     reasons.append("ExtractView authenticates otherwise than by API key")
                 if ExtractView.throttle_classes:
                     reasons.append("ExtractView has throttles")
+                if (
+                    list(ExtractView.renderer_classes) != [JSONRenderer]
+                    or list(ExtractView.parser_classes) != [JSONParser]
+                    or ExtractView.content_negotiation_class is not DefaultContentNegotiation
+                    or ExtractView.versioning_class is not None
+                ):
+                    reasons.append("ExtractView renders, parses or negotiates otherwise")
+                if getattr(resolve(EXTRACT_PATH).func, "view_class", None) is not ExtractView:
+                    reasons.append(f"{EXTRACT_PATH} is not ExtractView")
                 if reasons:
                     logger.warning("direct extract path off: %s", "; ".join(reasons))
                 else:
@@ -123,7 +136,7 @@ def _ordinary(environ: dict[str, Any]) -> bool:
         and environ.get("REQUEST_METHOD") == "POST"
         and not environ.get("QUERY_STRING")
         and environ.get("CONTENT_TYPE", "").lower() in _CONTENT_TYPES
-        and environ.get("HTTP_ACCEPT", "") in _ACCEPT
+        and environ.get("HTTP_ACCEPT", "*/*") in _ACCEPT  # an empty Accept is DRF's 406
         and 0 < _content_length(environ) <= MAX_BODY
         and enabled()
     )
@@ -139,7 +152,9 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
         return None
     hooks = _hooks
     assert hooks is not None  # set by enabled()
-    request = WSGIRequest(environ)
+    # A copy: WSGIRequest writes decoded paths back into its environ, which Django would decode
+    # again if the request is left to it.
+    request = WSGIRequest(environ.copy())
     try:
         if (
             hooks.security.process_request(request) is not None
@@ -157,10 +172,18 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
     request.user = principal  # type: ignore[assignment]  # as DRF's authentication does
     view = ExtractView()
     view.args, view.kwargs = (), {}
-    # The view's permissions hold here too (a denial is answered by DRF's path).
-    if not all(p.has_permission(request, view) for p in view.get_permissions()):
+    # The view's permissions hold here too (a denial, or a permission that raises, is
+    # answered by DRF's path).
+    try:
+        if not all(p.has_permission(request, view) for p in view.get_permissions()):
+            return None
+    except Exception:
         return None
-    raw = request.body
+    try:
+        raw = request.body
+    except Exception as exc:  # a client gone mid-body: answered as DRF answers it
+        environ[HANDED_OVER] = (exc, principal, None)
+        return None
     try:
         body = drf_json.loads(raw.decode("utf-8"))  # DRF's strict JSON: no NaN
     except (UnicodeError, ValueError, RecursionError):
@@ -174,11 +197,8 @@ def answer(environ: dict[str, Any]) -> HttpResponse | None:
         environ["wsgi.input"] = io.BytesIO(raw)
         return None
     # What ExtractView.post's Response becomes for the one media type the view offers.
-    response = HttpResponse(
-        _render_json(body_out),
-        content_type=JSONRenderer.media_type,
-        headers={"X-Request-ID": request_id},
-    )
+    response = HttpResponse(_render_json(body_out), content_type=JSONRenderer.media_type)
+    response["X-Request-ID"] = request_id  # after Content-Type, in DRF's order
     view.headers = view.default_response_headers
     response = view.finalize_response(request, response)  # type: ignore[arg-type]
     # settings.MIDDLEWARE's process_response, innermost first, as Django runs them.

@@ -53,7 +53,7 @@ _COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
 
 
 #: WSGI environ key under which direct.py hands an extract's error over to ExtractView:
-#: (the exception, the principal, the request ID). Set by the server side only: a client's
+#: (the exception, the principal, the request ID or None). Set by the server side only: a client's
 #: headers reach the environ as HTTP_* keys.
 HANDED_OVER = "pool_admin.api.direct.error"
 
@@ -122,7 +122,8 @@ class ExtractView(APIView):
         # An error direct.py met: answered as DRF's dispatch answers an exception.
         exc, principal, request_id = handed_over
         request.user = principal  # as DRF's authentication does
-        request.request_id = request_id  # type: ignore[attr-defined]
+        if request_id is not None:  # None: the body could not be read, no extract began
+            request.request_id = request_id  # type: ignore[attr-defined]
         self.args, self.kwargs = args, kwargs
         self.headers = self.default_response_headers
         self.request = self.initialize_request(request, *args, **kwargs)

@@ -87,6 +87,7 @@ def test_direct_and_django_answer_alike(make_client, seed, extracts_run_by_direc
 
     assert response.status_code == status, response.content
     assert comparable(response) == comparable(reference)
+    assert list(response.headers) == list(reference.headers)  # the same headers, in DRF's order
     assert response.content == JSONRenderer().render(json.loads(response.content))  # DRF's bytes
     assert int(response["Content-Length"]) == len(response.content)
     if status == 200:
@@ -103,6 +104,8 @@ def test_direct_and_django_answer_alike(make_client, seed, extracts_run_by_direc
         ("application/json", "", {}, 400),
         ("text/plain", '{"count": 1, "mode": "partial"}', {}, 415),
         ("application/json", '{"count": 1, "mode": "partial"}', {"Accept": "text/html"}, 406),
+        # An empty Accept matches no renderer in DRF: 406, and no proxy taken.
+        ("application/json", '{"count": 1, "mode": "partial"}', {"Accept": ""}, 406),
         # Valid, but over direct.py's 64 KiB: Django reads it.
         ("application/json", " " * 70_000 + '{"count": 1, "mode": "partial"}', {}, 200),
         # Too deep for Python's JSON parser: Django's path, and a 400 like any other bad JSON.
@@ -130,6 +133,7 @@ def test_the_views_permissions_hold_on_the_direct_path(
     make_client, seed, extracts_run_by_direct, monkeypatch
 ):
     """A permission added to the view later is never skipped by direct.py."""
+    from rest_framework.exceptions import PermissionDenied
     from rest_framework.permissions import BasePermission
 
     from pool_admin.api.views import ExtractView
@@ -138,12 +142,17 @@ def test_the_views_permissions_hold_on_the_direct_path(
         def has_permission(self, request, view):
             return False
 
+    class Raises(BasePermission):
+        def has_permission(self, request, view):
+            raise PermissionDenied("not today")
+
     seed(n=1)
     first, _ = clients(make_client().plaintext)
     assert first.post(URL, ORDINARY, format="json").status_code == 200
-    monkeypatch.setattr(ExtractView, "permission_classes", [Nobody])
-    response = first.post(URL, ORDINARY, format="json")
-    assert response.status_code == 403 and response.json()["code"] == "forbidden"
+    for permission in (Nobody, Raises):
+        monkeypatch.setattr(ExtractView, "permission_classes", [permission])
+        response = first.post(URL, ORDINARY, format="json")
+        assert response.status_code == 403 and response.json()["code"] == "forbidden"
     assert extracts_run_by_direct == []
 
 
@@ -166,6 +175,16 @@ def test_other_middleware_turns_the_direct_path_off(
     assert first.post(URL, ORDINARY, format="json").status_code == 200
     assert extracts_run_by_direct == []
     assert "direct extract path off: settings.MIDDLEWARE differs" in caplog.text
+
+
+def test_another_renderer_on_the_view_turns_the_direct_path_off(reset_direct, monkeypatch, caplog):
+    from rest_framework.renderers import BrowsableAPIRenderer
+
+    from pool_admin.api.views import ExtractView
+
+    monkeypatch.setattr(ExtractView, "renderer_classes", [JSONRenderer, BrowsableAPIRenderer])
+    assert not direct.enabled()
+    assert "renders, parses or negotiates otherwise" in caplog.text
 
 
 def test_the_projects_settings_keep_the_direct_path_on(reset_direct):
@@ -226,11 +245,62 @@ def test_the_web_servers_application_sends_the_direct_answer_as_django_would(
     assert status == ref_status == "200 OK"
 
     def names(header_list):
-        return [(k, v) for k, v in header_list if k not in ("X-Request-ID", "Content-Length")]
+        return [
+            (k, v if k not in ("X-Request-ID", "Content-Length") else "") for k, v in header_list
+        ]
 
-    assert names(headers) == names(ref_headers)
+    assert names(headers) == names(ref_headers)  # the same headers in the same order
     assert dict(headers)["Content-Length"] == str(len(body))
     assert json.loads(body)["returned"] == json.loads(ref_body)["returned"] == 1
     # Other paths go to Django unchanged.
     status, _, body = _call(application, factory.get("/healthz", HTTP_HOST="api.example").environ)
     assert status == "200 OK" and json.loads(body) == {"status": "ok"}
+
+
+@override_settings(ALLOWED_HOSTS=["api.example"])
+def test_a_request_left_to_django_reaches_it_as_the_server_sent_it(
+    make_client, seed, extracts_run_by_direct, keep_test_connection
+):
+    """Nothing direct.py does to decide rewrites the environ Django then reads: a script prefix
+    that is not ASCII, a body that cannot be read."""
+    from pool_admin.wsgi import application, django_application
+
+    seed(n=4)
+    key = make_client().plaintext
+
+    def environ(body=ORDINARY, **extra):
+        return (
+            RequestFactory()
+            .post(
+                URL,
+                data=json.dumps(body),
+                content_type="application/json",
+                headers={"Authorization": f"Bearer {key}", "Host": "api.example"},
+                **extra,
+            )
+            .environ
+        )
+
+    assert _call(application, environ())[0] == "200 OK"  # caches the key
+    bad = {"count": "x", "mode": "partial"}  # handed over: a 400
+    for app in (application, django_application):
+        prefixed = environ(bad)
+        prefixed["SCRIPT_NAME"] = "/pr\xc3\xa9"  # as WSGI servers pass non-ASCII: latin-1
+        status, _, body = _call(app, prefixed)
+        assert status.startswith("400"), (app, status)
+        assert json.loads(body)["code"] == "invalid_request"
+    assert len(extracts_run_by_direct) == 1
+
+    class Unreadable:
+        def read(self, *args):
+            raise OSError("client gone")
+
+        readline = read
+
+    answers = []
+    for app in (application, django_application):
+        cut = environ()
+        cut["wsgi.input"] = Unreadable()
+        answers.append(_call(app, cut)[0])
+    assert answers[0] == answers[1]
+    assert len(extracts_run_by_direct) == 1  # no extract without a body
