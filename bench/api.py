@@ -40,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import timeit
 import urllib.error
 import urllib.request
 import uuid
@@ -146,6 +147,24 @@ def versions(database_url: str, redis_url: str) -> str:
     return (
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, Redis {rv}, PostgreSQL {pg}, {wrk.strip()}"
+    )
+
+
+def machine_speed(redis_url: str) -> str:
+    """Two figures that tell how fast this machine is today, for comparing runs across machines
+    of the same kind (they have differed 2-3x between sessions: docs/PERFORMANCE.md)."""
+    loop = min(timeit.repeat("sum(range(1000))", number=20_000, repeat=5)) / 20_000
+    client = redis.Redis.from_url(redis_url)
+    sha = client.script_load("return 1")
+    calls = 2_000
+    began = time.perf_counter()
+    for _ in range(calls):
+        client.evalsha(sha, 0)
+    round_trip = (time.perf_counter() - began) / calls
+    client.close()
+    return (
+        f"machine speed: sum(range(1000)) {loop * 1e6:.1f} µs (best of 5), "
+        f"trivial EVALSHA round trip through redis-py {round_trip * 1e6:.0f} µs (mean of {calls:,})"
     )
 
 
@@ -279,6 +298,7 @@ def run(
             migrate(env)
             setup_django(env)
             print(versions(args.database_url, server.url))
+            print(machine_speed(server.url))
             head = ["git", "rev-parse", "--short", "HEAD"]
             commit = subprocess.run(head, cwd=ROOT, capture_output=True, text=True).stdout
             print(f"commit: {commit.strip()}")
