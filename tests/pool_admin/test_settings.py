@@ -7,7 +7,7 @@ import pytest
 from django.conf import settings
 
 from pool_admin.celery import app
-from tests.harness.commands import run_python
+from tests.harness.commands import manage, run_python
 
 
 def import_settings(**overrides):
@@ -47,6 +47,15 @@ def test_secret_key_required_outside_development():
     done = import_settings(DJANGO_SECRET_KEY=None, DEBUG=None, POOL_DEV="0")
     assert done.returncode != 0
     assert "EnvError: DJANGO_SECRET_KEY is required" in done.stderr
+
+
+def test_manage_py_names_a_configuration_error_in_one_line():
+    done = manage("check", DJANGO_SECRET_KEY=None, DEBUG=None, POOL_DEV="0")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "manage.py: configuration: DJANGO_SECRET_KEY is required when DEBUG is off and "
+        "POOL_DEV is not set (README, Configuration)"
+    ]
 
 
 def test_production_like_configuration_imports():
