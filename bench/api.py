@@ -168,6 +168,25 @@ def machine_speed(redis_url: str) -> str:
     )
 
 
+def bench_env(database_url: str, redis_url: str, prefix: str) -> dict[str, str]:
+    """The environment the benchmark's Django (and web server) runs with."""
+    return {
+        **os.environ,
+        "POOL_DEV": "1",
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "POOL_PREFIX": prefix,
+        "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"),
+    }
+
+
+def prepare_django(env: dict[str, str]) -> None:
+    """The benchmark database made and migrated if needed, and Django set up in this process."""
+    create_database_if_missing(env["DATABASE_URL"])
+    migrate(env)
+    setup_django(env)
+
+
 def setup_django(env: dict[str, str]) -> None:
     os.environ.update(env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pool_admin.settings")
@@ -285,18 +304,9 @@ def run(
     web: subprocess.Popen[bytes] | None = None
     created_client = False
     with RedisServer(tmp / "redis") as server:
-        env = {
-            **os.environ,
-            "POOL_DEV": "1",
-            "DATABASE_URL": args.database_url,
-            "REDIS_URL": server.url,
-            "POOL_PREFIX": prefix,
-            "LOG_LEVEL": os.environ.get("LOG_LEVEL", "INFO"),
-        }
+        env = bench_env(args.database_url, server.url, prefix)
         try:
-            create_database_if_missing(args.database_url)
-            migrate(env)
-            setup_django(env)
+            prepare_django(env)
             print(versions(args.database_url, server.url))
             print(machine_speed(server.url))
             head = ["git", "rev-parse", "--short", "HEAD"]
