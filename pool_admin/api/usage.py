@@ -51,6 +51,9 @@ class _Queue:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        #: Held while a batch is taken and written: a flush returns only once every event
+        #: queued before it is written, also one the writer thread had already taken.
+        self._write_lock = threading.Lock()
         self._lines: list[bytes] = []
         self._dropped = 0
         self._writing = False  # this process's writer thread runs (after_fork: not yet)
@@ -71,16 +74,18 @@ class _Queue:
             self.flush()
 
     def flush(self) -> None:
-        with self._lock:
-            lines, dropped = self._lines, self._dropped
-            self._lines, self._dropped = [], 0
-        if dropped:
-            logger.warning("usage: %d events dropped, over %d were queued", dropped, MAX_QUEUED)
-        if lines:
-            logger.info("usage %s", b"\nusage ".join(lines).decode())
+        with self._write_lock:
+            with self._lock:
+                lines, dropped = self._lines, self._dropped
+                self._lines, self._dropped = [], 0
+            if dropped:
+                logger.warning("usage: %d events dropped, over %d were queued", dropped, MAX_QUEUED)
+            if lines:
+                logger.info("usage %s", b"\nusage ".join(lines).decode())
 
     def after_fork(self) -> None:
-        self._lock = threading.Lock()  # the parent's lock may have been held by another thread
+        self._lock = threading.Lock()  # the parent's locks may have been held by another thread
+        self._write_lock = threading.Lock()
         self._lines, self._dropped, self._writing = [], 0, False
 
 

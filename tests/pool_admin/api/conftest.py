@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -9,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import redis
 from django.core.handlers.wsgi import WSGIRequest
+from django.http import HttpResponse
 from rest_framework.test import APIClient, ForceAuthClientHandler
 
 from activity import (
@@ -21,7 +23,7 @@ from activity import (
 )
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
-from pool_admin.api import auth, direct
+from pool_admin.api import auth, direct, ratelimit
 from pool_admin.api.usage import flush_usage
 from pool_admin.config.models import ApiClient, ApiKey, Upstream
 
@@ -39,6 +41,29 @@ def _isolated(redis_url, unique_prefix):
     flush_usage()  # nothing left for the exit hook, after pytest has closed its log streams
     pool_module.reset_pool()
     auth.clear_cache()
+
+
+@pytest.fixture(autouse=True)
+def _limits_at_one_instant(request, monkeypatch):
+    """Every limiter without a clock of its own reads one instant for the whole test: a
+    1-second window must not roll over between the calls of a test on a slow machine, which
+    would let a call the test expects refused through. Tests that move time give the limiter a
+    clock (test_ratelimit.py's ``clocked``); a test that asks for ``redis_clock`` keeps
+    Redis's own."""
+    if "redis_clock" in request.fixturenames:
+        return
+    instant_ms = int(time.time() * 1000)
+    own_clock = ratelimit.ClientLimiter._now_ms
+
+    def now_ms(limiter: ratelimit.ClientLimiter) -> int:
+        return instant_ms if limiter._clock is None else own_clock(limiter)
+
+    monkeypatch.setattr(ratelimit.ClientLimiter, "_now_ms", now_ms)
+
+
+@pytest.fixture
+def redis_clock():
+    """Marks a test whose limiters read Redis's clock (see ``_limits_at_one_instant``)."""
 
 
 def make_seeder(url: str, prefix: str) -> Callable[..., list[str]]:
@@ -119,11 +144,16 @@ class DirectFirstHandler(ForceAuthClientHandler):
     answered: int = 0  # requests direct.py answered
 
     def __call__(self, environ):
-        response = direct.answer(environ)
-        if response is None:
+        answered = direct.answer(environ)
+        if answered is None:
             return super().__call__(environ)
         DirectFirstHandler.answered += 1
-        response.wsgi_request = WSGIRequest(environ)  # what the test client reads of it
+        # What the web server sends, as the test client reads a response.
+        response = HttpResponse(
+            answered.content, status=int(answered.status[:3]), headers=dict(answered.headers)
+        )
+        assert list(response.items()) == answered.headers
+        response.wsgi_request = WSGIRequest(environ)
         return response
 
 

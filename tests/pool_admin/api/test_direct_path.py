@@ -191,6 +191,26 @@ def test_the_projects_settings_keep_the_direct_path_on(reset_direct):
     assert direct.enabled()
 
 
+def _environ(key, body=ORDINARY, path=URL, **extra):
+    """The WSGI environ of an extract as the web server hands it over (Host ``api.example``)."""
+    return (
+        RequestFactory()
+        .post(
+            path,
+            data=json.dumps(body),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {key}", "Host": "api.example"},
+            **extra,
+        )
+        .environ
+    )
+
+
+def _names(header_list):
+    """Headers in order, with the values that differ between requests blanked."""
+    return [(k, "" if k in ("X-Request-ID", "Content-Length") else v) for k, v in header_list]
+
+
 def _call(app, environ):
     out = {}
 
@@ -225,16 +245,9 @@ def test_the_web_servers_application_sends_the_direct_answer_as_django_would(
 
     seed(n=4)
     key = make_client().plaintext
-    factory = RequestFactory()
 
-    def environ(path=URL, **extra):
-        return factory.post(
-            path,
-            data=json.dumps(ORDINARY),
-            content_type="application/json",
-            headers={"Authorization": f"Bearer {key}", "Host": "api.example"},
-            **extra,
-        ).environ
+    def environ(**extra):
+        return _environ(key, **extra)
 
     status, _, _ = _call(application, environ())  # verifies and caches the key: Django's path
     assert status == "200 OK" and extracts_run_by_direct == []
@@ -244,16 +257,13 @@ def test_the_web_servers_application_sends_the_direct_answer_as_django_would(
     assert len(extracts_run_by_direct) == 1
     assert status == ref_status == "200 OK"
 
-    def names(header_list):
-        return [
-            (k, v if k not in ("X-Request-ID", "Content-Length") else "") for k, v in header_list
-        ]
-
-    assert names(headers) == names(ref_headers)  # the same headers in the same order
+    assert _names(headers) == _names(ref_headers)  # the same headers in the same order
     assert dict(headers)["Content-Length"] == str(len(body))
     assert json.loads(body)["returned"] == json.loads(ref_body)["returned"] == 1
     # Other paths go to Django unchanged.
-    status, _, body = _call(application, factory.get("/healthz", HTTP_HOST="api.example").environ)
+    status, _, body = _call(
+        application, RequestFactory().get("/healthz", HTTP_HOST="api.example").environ
+    )
     assert status == "200 OK" and json.loads(body) == {"status": "ok"}
 
 
@@ -268,18 +278,8 @@ def test_a_request_left_to_django_reaches_it_as_the_server_sent_it(
     seed(n=4)
     key = make_client().plaintext
 
-    def environ(body=ORDINARY, **extra):
-        return (
-            RequestFactory()
-            .post(
-                URL,
-                data=json.dumps(body),
-                content_type="application/json",
-                headers={"Authorization": f"Bearer {key}", "Host": "api.example"},
-                **extra,
-            )
-            .environ
-        )
+    def environ(body=ORDINARY):
+        return _environ(key, body)
 
     assert _call(application, environ())[0] == "200 OK"  # caches the key
     bad = {"count": "x", "mode": "partial"}  # handed over: a 400
@@ -304,3 +304,39 @@ def test_a_request_left_to_django_reaches_it_as_the_server_sent_it(
         answers.append(_call(app, cut)[0])
     assert answers[0] == answers[1]
     assert len(extracts_run_by_direct) == 1  # no extract without a body
+
+
+@pytest.fixture
+def hsts_everywhere(reset_direct):
+    """SECURE_HSTS_SECONDS set, and the middleware that read it at start built again: Django's
+    handler's and direct.py's."""
+    from pool_admin.wsgi import django_application
+
+    with override_settings(SECURE_HSTS_SECONDS=3600):
+        django_application.load_middleware()
+        yield
+    django_application.load_middleware()
+
+
+@override_settings(ALLOWED_HOSTS=["api.example"])
+def test_headers_reused_per_kind_of_request_match_djangos(
+    make_client, seed, extracts_run_by_direct, keep_test_connection, hsts_everywhere
+):
+    """The header list direct.py reuses is kept apart for secure requests (HSTS) and the rest."""
+    from pool_admin.wsgi import application, django_application
+
+    seed(n=8)
+    key = make_client().plaintext
+
+    def environ(secure):
+        return _environ(key, secure=secure)
+
+    assert _call(application, environ(False))[0] == "200 OK"  # caches the key
+    for secure in (True, False, True, False):
+        status, headers, _ = _call(application, environ(secure))
+        _, ref_headers, _ = _call(django_application, environ(secure))
+        assert status == "200 OK"
+        assert _names(headers) == _names(ref_headers)
+        assert ("Strict-Transport-Security" in dict(headers)) is secure
+        assert dict(headers)["X-Request-ID"] == extracts_run_by_direct[-1]
+    assert len(extracts_run_by_direct) == 4

@@ -117,6 +117,20 @@ def test_redis_down_for_the_limiter_is_503_and_no_extract(
     assert int(response["Retry-After"]) >= 1
 
 
+def test_windows_follow_redis_clock_when_the_limiter_has_none(redis_clock, redis_url):
+    """Production's limiter reads Redis's TIME (the other tests here freeze or move a clock)."""
+    limiter = ratelimit.get_limiter()
+    assert limiter._now_ms() == -1
+    who = Who("c-redis-clock", requests_per_second=2, proxies_per_minute=10)
+    limiter.take(who, 1)
+    limiter.take(who, 1)  # within 2 per second whenever the window rolls over
+    rps_key, ppm_key = limiter.keys(who)
+    rps, ppm = counts(limiter, rps_key), counts(limiter, ppm_key)
+    # Both calls counted, in the current window or (rolled over between them) the previous.
+    assert rps["c"] + rps["p"] == 2 and ppm["c"] + ppm["p"] == 2
+    assert abs(rps["w"] - limiter.redis.time()[0]) <= 1  # 1-second windows on Redis's clock
+
+
 def test_limiter_follows_the_pool_target(redis_url, unique_prefix):
     limiter = ratelimit.get_limiter()
     assert limiter.key_prefix == f"{unique_prefix}:ratelimit"

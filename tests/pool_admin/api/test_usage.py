@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 
 import pytest
@@ -60,6 +61,31 @@ def test_the_writer_thread_flushes_without_being_asked(caplog):
     while not _lines(caplog) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _lines(caplog) and '"returned":7' in _lines(caplog)[0]
+
+
+def test_a_flush_returns_after_the_batch_the_writer_thread_is_writing(caplog, monkeypatch):
+    """flush_usage() means every event queued before it is written, also one the writer
+    thread has already taken (a test or a command reads the log right after)."""
+    writing, release = threading.Event(), threading.Event()
+    info = usage.logger.info
+
+    def slow_in_the_writer(*args, **kwargs):
+        if threading.current_thread().name == "usage-writer":
+            writing.set()
+            release.wait(5)
+        info(*args, **kwargs)
+
+    monkeypatch.setattr(usage.logger, "info", slow_in_the_writer)
+    emit_usage({"event": "extract", "returned": 3})
+    assert writing.wait(5), "the writer thread did not take the event"
+    flushed = threading.Event()
+    flusher = threading.Thread(target=lambda: (flush_usage(), flushed.set()))
+    flusher.start()
+    assert not flushed.wait(0.3), "flush_usage returned while the batch was still unwritten"
+    release.set()
+    flusher.join(5)
+    assert flushed.is_set()
+    assert [line for line in _lines(caplog) if '"returned":3' in line]
 
 
 def test_nothing_queued_is_lost_at_a_normal_exit():
