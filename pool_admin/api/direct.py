@@ -34,9 +34,9 @@ tests/pool_admin/api run each API test through both this entry and Django's hand
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -47,7 +47,6 @@ from django.http import HttpResponse
 from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import resolve
-from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils import json as drf_json
@@ -105,39 +104,35 @@ class Answer(NamedTuple):
 _VARYING = frozenset({"X-Request-ID", "Content-Length"})
 
 
-_hooks: _Hooks | None = None
-_enabled: bool | None = None
-_setup_lock = threading.Lock()
+@functools.cache
+def _setup() -> _Hooks | None:
+    """The hooks, or None when the settings are not the ones this path reproduces (then it is
+    off, logged once). Checked once per process; ``_setup.cache_clear()`` checks again."""
+    reasons = []
+    if tuple(settings.MIDDLEWARE) != KNOWN_MIDDLEWARE:
+        reasons.append("settings.MIDDLEWARE differs from KNOWN_MIDDLEWARE")
+    if list(ExtractView.authentication_classes) != [ApiKeyAuthentication]:
+        reasons.append("ExtractView authenticates otherwise than by API key")
+    if ExtractView.throttle_classes:
+        reasons.append("ExtractView has throttles")
+    if (
+        list(ExtractView.renderer_classes) != [JSONRenderer]
+        or list(ExtractView.parser_classes) != [JSONParser]
+        or ExtractView.content_negotiation_class is not DefaultContentNegotiation
+        or ExtractView.versioning_class is not None
+    ):
+        reasons.append("ExtractView renders, parses or negotiates otherwise")
+    if getattr(resolve(EXTRACT_PATH).func, "view_class", None) is not ExtractView:
+        reasons.append(f"{EXTRACT_PATH} is not ExtractView")
+    if reasons:
+        logger.warning("direct extract path off: %s", "; ".join(reasons))
+        return None
+    return _Hooks()
 
 
 def enabled() -> bool:
-    """Whether the settings are the ones this path reproduces (checked once per process)."""
-    global _enabled, _hooks
-    if _enabled is None:
-        with _setup_lock:
-            if _enabled is None:
-                reasons = []
-                if tuple(settings.MIDDLEWARE) != KNOWN_MIDDLEWARE:
-                    reasons.append("settings.MIDDLEWARE differs from KNOWN_MIDDLEWARE")
-                if list(ExtractView.authentication_classes) != [ApiKeyAuthentication]:
-                    reasons.append("ExtractView authenticates otherwise than by API key")
-                if ExtractView.throttle_classes:
-                    reasons.append("ExtractView has throttles")
-                if (
-                    list(ExtractView.renderer_classes) != [JSONRenderer]
-                    or list(ExtractView.parser_classes) != [JSONParser]
-                    or ExtractView.content_negotiation_class is not DefaultContentNegotiation
-                    or ExtractView.versioning_class is not None
-                ):
-                    reasons.append("ExtractView renders, parses or negotiates otherwise")
-                if getattr(resolve(EXTRACT_PATH).func, "view_class", None) is not ExtractView:
-                    reasons.append(f"{EXTRACT_PATH} is not ExtractView")
-                if reasons:
-                    logger.warning("direct extract path off: %s", "; ".join(reasons))
-                else:
-                    _hooks = _Hooks()
-                _enabled = not reasons
-    return _enabled
+    """Whether the settings are the ones this path reproduces."""
+    return _setup() is not None
 
 
 def _content_length(environ: dict[str, Any]) -> int:
@@ -155,7 +150,6 @@ def _ordinary(environ: dict[str, Any]) -> bool:
         and environ.get("CONTENT_TYPE", "").lower() in _CONTENT_TYPES
         and environ.get("HTTP_ACCEPT", "*/*") in _ACCEPT  # an empty Accept is DRF's 406
         and 0 < _content_length(environ) <= MAX_BODY
-        and enabled()
     )
 
 
@@ -165,10 +159,9 @@ def answer(environ: dict[str, Any]) -> Answer | None:
     When None is returned after the body was read, ``environ["wsgi.input"]`` holds the body
     again for Django to read.
     """
-    if not _ordinary(environ):
+    hooks = _setup() if _ordinary(environ) else None
+    if hooks is None:
         return None
-    hooks = _hooks
-    assert hooks is not None  # set by enabled()
     # A copy: WSGIRequest writes decoded paths back into its environ, which Django would decode
     # again if the request is left to it.
     request = WSGIRequest(environ.copy())
@@ -179,9 +172,7 @@ def answer(environ: dict[str, Any]) -> Answer | None:
         ):
             return None  # a redirect: Django's to give
         plaintext = bearer_key(environ.get("HTTP_AUTHORIZATION", "").encode("iso-8859-1"))
-    except (AuthenticationFailed, UnicodeError):
-        return None  # Django's path gives the 401
-    except Exception:  # DisallowedHost and the like: Django's path gives the same answer
+    except Exception:  # DisallowedHost, a malformed Authorization...: Django's path answers
         return None
     principal = None if plaintext is None else cached_principal(plaintext)
     if principal is None:

@@ -158,9 +158,9 @@ def test_the_views_permissions_hold_on_the_direct_path(
 
 @pytest.fixture
 def reset_direct():
-    direct._enabled = None
+    direct._setup.cache_clear()
     yield
-    direct._enabled = None
+    direct._setup.cache_clear()
 
 
 def test_other_middleware_turns_the_direct_path_off(
@@ -171,7 +171,7 @@ def test_other_middleware_turns_the_direct_path_off(
     first, _ = clients(make_client().plaintext)
     assert first.post(URL, ORDINARY, format="json").status_code == 200
     settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.middleware.gzip.GZipMiddleware"]
-    direct._enabled = None
+    direct._setup.cache_clear()
     assert first.post(URL, ORDINARY, format="json").status_code == 200
     assert extracts_run_by_direct == []
     assert "direct extract path off: settings.MIDDLEWARE differs" in caplog.text
