@@ -10,7 +10,8 @@ What ``bench/api.py`` cannot tell apart: it calls, in this process, in a loop, e
   (``POST /api/v1/extract {"count": 1, "mode": "partial"}``, a cached key), also from 2 threads
   at once as granian's two threads per worker run it;
 * ``perform_extract`` (limits, validation, the pool, the usage event), ``RedisPool.extract`` and
-  the rate limiter's ``take`` alone;
+  the rate limiter's ``take`` alone; and direct.py's own part (the extract replaced by a
+  constant answer);
 
 and prints the CPU time of this process per call (all its threads: the usage writer's too; its
 usage lines go to stderr, ``2>/dev/null`` hides them).
@@ -91,6 +92,7 @@ def main() -> int:
 
 
 def measure(n: int, key: str) -> None:
+    from pool_admin.api import direct
     from pool_admin.api.auth import cached_principal
     from pool_admin.api.extracting import perform_extract
     from pool_admin.api.ratelimit import get_limiter
@@ -160,6 +162,15 @@ def measure(n: int, key: str) -> None:
     for label, call, threads in rows:
         call()  # warm
         print(f"{cpu_per_call(n, call, threads) * 1e6:8.0f}  {label}")
+    # direct.py's own part: the same request with the extract replaced by a constant answer.
+    constant = {"proxies": [], "requested": 1, "returned": 0, "replayed": False}
+    run_extract, direct.run_extract = direct.run_extract, lambda *args: constant
+    try:
+        call = via(application)
+        call()
+        print(f"{cpu_per_call(n, call) * 1e6:8.0f}  direct.py alone (the extract a constant)")
+    finally:
+        direct.run_extract = run_extract
 
 
 if __name__ == "__main__":
