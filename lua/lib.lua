@@ -323,33 +323,40 @@ local function delete_rec(pid, rec)
   track_end(pid, t, rec.u, nil, nil)
 end
 
+-- Up to `limit` members of sorted set `zkey` scored at most `now` (bounded: one read of
+-- limit + 1), and whether more are due.
+local function due_members(zkey, now, limit)
+  local due = zread('ZRANGEBYSCORE', zkey, '-inf', now, 'LIMIT', 0, limit + 1)
+  local more = #due > limit
+  if more then due[#due] = nil end
+  return due, more
+end
+
 -- Remove up to `limit` records past their hard expiry from `zkey` (global or one upstream's).
 local function clean_expired(now, limit, zkey)
-  local due = zread('ZRANGEBYSCORE', zkey or EXP, '-inf', now, 'LIMIT', 0, limit + 1)
-  local n = math.min(#due, limit)
-  for i = 1, n do
-    local rec = get_rec(due[i])
+  local due, more = due_members(zkey or EXP, now, limit)
+  for _, pid in ipairs(due) do
+    local rec = get_rec(pid)
     if rec then
-      delete_rec(due[i], rec)
+      delete_rec(pid, rec)
     else  -- an index entry without its record (never expected): drop it, do not stop
-      zrem(EXP, due[i])
-      if zkey then zrem(zkey, due[i]) end
+      zrem(EXP, pid)
+      if zkey then zrem(zkey, pid) end
     end
   end
-  return n, #due > limit
+  return #due, more
 end
 
 -- Remove up to `limit` ended quarantines of banned exits (report_outcome.lua); returns the
 -- number removed and whether more have ended.
 local function clean_quarantines(now, limit)
-  local ended = zread('ZRANGEBYSCORE', QUAR_EXP, '-inf', now, 'LIMIT', 0, limit + 1)
-  local n = math.min(#ended, limit)
-  for i = 1, n do
-    hdel(QUAR, ended[i])
-    zrem(QUAR_EXP, ended[i])
-    zrem(QUAR_EXITS, ended[i])
+  local ended, more = due_members(QUAR_EXP, now, limit)
+  for _, exit in ipairs(ended) do
+    hdel(QUAR, exit)
+    zrem(QUAR_EXP, exit)
+    zrem(QUAR_EXITS, exit)
   end
-  return n, #ended > limit
+  return #ended, more
 end
 
 local function set_expiry(pid, rec)

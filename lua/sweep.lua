@@ -12,14 +12,13 @@ for _, w in ipairs(zread('ZRANGEBYSCORE', RT_EXP, '-inf', snow, 'LIMIT', 0, limi
   hdel(RT, w)
   zrem(RT_EXP, w)
 end
-local due = zread('ZRANGEBYSCORE', SESS_EXP, '-inf', snow, 'LIMIT', 0, limit + 1)
-local sessions = math.min(#due, limit)
-for i = 1, sessions do
-  zrem(SESS_EXP, due[i])
-  hdel(SESS, due[i])
-  hdel(RT, due[i])
-  zrem(RT_EXP, due[i])
+local ended, more_sessions = due_members(SESS_EXP, snow, limit)
+for _, w in ipairs(ended) do
+  zrem(SESS_EXP, w)
+  hdel(SESS, w)
+  hdel(RT, w)
+  zrem(RT_EXP, w)
 end
 local quarantines, more_quarantines = clean_quarantines(now, limit)
-return ok({expired = expired, sessions = sessions, quarantines = quarantines,
-           more = more_records or #due > limit or more_quarantines})
+return ok({expired = expired, sessions = #ended, quarantines = quarantines,
+           more = more_records or more_sessions or more_quarantines})
