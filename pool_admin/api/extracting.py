@@ -1,35 +1,95 @@
 """The one extract code path, shared by ``POST /api/v1/extract`` and ``manage.py extract``.
 
-``perform_extract`` applies, in order: the client's requests-per-second limit (429), the body's
-validation (400, the API's serializer rules), its largest count (403), its allowed upstreams,
-regions and protocols (403), its proxies-per-minute limit (429), then ``RedisPool.extract`` with
-its gateway reserve and idempotency TTL, gives back to the per-minute limit what it did not hand
-out, and emits one usage event. Errors are raised; the API's exception handler (problems.py)
-and the command each turn them into their own output.
+``perform_extract`` applies, in order: the client's requests-per-second limit (429), the
+``Idempotency-Key``'s and the body's validation (400, the API's serializer rules), its largest
+count (403), its allowed upstreams, regions and protocols (403), its proxies-per-minute limit
+(429), then ``RedisPool.extract`` with its gateway reserve and idempotency TTL, gives back to the
+per-minute limit what it did not hand out, and emits one usage event, also for a call refused
+with a 400, 403 or 429. Errors are raised; the API's exception handler (problems.py) and the
+command each turn them into their own output.
 
 Both limits are taken in one Redis call once the body is known to be valid and allowed
-(ratelimit.py); a call refused by the body or its filters takes only its request, and a
+(ratelimit.py); a call refused by the body or its filters takes only its request
+(:func:`count_refused_call`, which the view also calls for a body it cannot parse), and a
 requests-per-second refusal still comes first.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from datetime import timedelta
 from typing import Any
 
+import redis
+from rest_framework.exceptions import ParseError, ValidationError
+
 from activity import ExtractFilters, ExtractMode, ExtractRequest, ExtractResult
 from activity.errors import ActivityError
 from pool_admin.api.auth import Principal
-from pool_admin.api.problems import Forbidden
+from pool_admin.api.problems import Forbidden, Problem
 from pool_admin.api.ratelimit import ClientLimiter, Reservation, get_limiter
 from pool_admin.api.serializers import validate_extract_body
 from pool_admin.api.usage import emit_usage
 from pool_admin.pool import get_pool
 
 logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_KEY_MAX = 256  # PoolOptions.max_text
+#: Visible ASCII, no spaces (what the pool accepts: activity/_validation.py ``text``).
+IDEMPOTENCY_KEY_PATTERN = rf"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}$"
+_IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}")
+
+
+def _checked_idempotency_key(key: str | None) -> str | None:
+    if key is not None and not _IDEMPOTENCY_KEY.fullmatch(key):
+        raise Problem(
+            400,
+            "invalid_request",
+            f"Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} printable ASCII characters "
+            "without spaces.",
+        )
+    return key
+
+
+def _refusal_code(exc: BaseException) -> str:
+    """The problem code a refused call is answered with (problems.py), for its usage event."""
+    if isinstance(exc, Problem | ActivityError):
+        return exc.code
+    if isinstance(exc, ValidationError | ParseError):
+        return "invalid_request"
+    if isinstance(exc, redis.RedisError):
+        return "store_unavailable"
+    return "error"
+
+
+def count_refused_call(
+    principal: Principal, refusal: BaseException, request_id: str, source: str = "api"
+) -> None:
+    """Take the request unit of an extract call refused before the pool was asked, and emit its
+    usage event. Every call counts: over the limit this raises ``RateLimited``, which is then
+    the answer (and the event's outcome)."""
+    outcome = _refusal_code(refusal)
+    try:
+        get_limiter().hit_request(principal)
+    except Exception as exc:
+        outcome = _refusal_code(exc)
+        raise
+    finally:
+        emit_usage(
+            {
+                "event": "extract",
+                "source": source,
+                "request_id": request_id,
+                "client": principal.client_id,
+                "key_prefix": principal.key_prefix,
+                "outcome": outcome,
+                "returned": 0,
+                "replayed": False,
+            }
+        )
 
 
 def _restrict(dimension: str, given: str | None, allowed: frozenset[str]) -> str | None:
@@ -76,7 +136,9 @@ def perform_extract(
 ) -> ExtractResult:
     """Validate ``raw_body`` (the API's JSON body) and extract for ``principal``."""
     limiter = get_limiter()
+    request_id = request_id or uuid.uuid4().hex
     try:
+        idempotency_key = _checked_idempotency_key(idempotency_key)
         data = validate_extract_body(raw_body)
         count = data["count"]
         if count > principal.max_count_per_request:
@@ -90,11 +152,10 @@ def perform_extract(
             carrier=given.get("carrier"),
             upstream=_restrict("upstream", given.get("upstream"), principal.allowed_upstreams),
         )
-    except Exception:
-        limiter.hit_request(principal)  # every call counts; over the limit, 429 comes first
+    except Exception as exc:
+        count_refused_call(principal, exc, request_id, source)
         raise
     remaining = data.get("min_remaining_s")
-    request_id = request_id or uuid.uuid4().hex
     extract = ExtractRequest(
         client_id=principal.client_id,
         count=count,
@@ -117,7 +178,12 @@ def perform_extract(
         "idempotent": idempotency_key is not None,
         "outcome": "error",
     }
-    reservation = limiter.take(principal, count)
+    try:
+        reservation = limiter.take(principal, count)
+    except Exception as exc:
+        event.update(outcome=_refusal_code(exc), returned=0, replayed=False)
+        emit_usage(event)
+        raise
     started = time.monotonic()
     try:
         result = get_pool(principal.idempotency_ttl).extract(extract)

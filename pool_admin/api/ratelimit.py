@@ -26,9 +26,10 @@ previous window's decaying share leaves room.
 
 Keys live under ``<POOL_PREFIX>:ratelimit`` in the pool's Redis and name the client
 by its ID (the ``ApiClient`` name) and the limit, never by an API key, e.g.
-``pp:ratelimit:rps/crawler-1/50/1s`` and ``pp:ratelimit:ppm/crawler-1/1000/60s``; a changed
-limit starts a fresh count. A Redis error propagates (the exception handler turns it into 503
-``store_unavailable``): no limit check, no extract.
+``pp:ratelimit:{crawler-1}:rps/50/1s`` and ``pp:ratelimit:{crawler-1}:ppm/1000/60s``; a changed
+limit starts a fresh count. The client ID is the keys' hash tag, so the script's two keys share a
+slot should the deployment move to Redis Cluster. A Redis error propagates (the exception
+handler turns it into 503 ``store_unavailable``): no limit check, no extract.
 
 Windows follow Redis's clock (``TIME`` inside the script, Redis 7 replicates a script's
 effects); tests pass a ``clock``. Why our own script rather than the ``limits`` library: README,
@@ -104,10 +105,11 @@ class ClientLimiter:
 
     def keys(self, client: Limited) -> tuple[str, str]:
         """The requests-per-second and proxies-per-minute keys of ``client``."""
+        # {client}: a hash tag, so one script call's two keys share a Cluster slot.
+        client_tag = f"{self.key_prefix}:{{{client.client_id}}}"
         return (
-            f"{self.key_prefix}:rps/{client.client_id}/{client.requests_per_second}"
-            f"/{RPS_WINDOW_S}s",
-            f"{self.key_prefix}:ppm/{client.client_id}/{client.proxies_per_minute}/{PPM_WINDOW_S}s",
+            f"{client_tag}:rps/{client.requests_per_second}/{RPS_WINDOW_S}s",
+            f"{client_tag}:ppm/{client.proxies_per_minute}/{PPM_WINDOW_S}s",
         )
 
     def _run(self, keys: list[str], args: tuple[object, ...]) -> Any:

@@ -11,7 +11,6 @@ to this view (``HANDED_OVER``), which answers it as DRF answers any other.
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Any
 
@@ -24,8 +23,13 @@ from rest_framework.views import APIView
 
 from activity.errors import ScanBudgetExhausted
 from pool_admin.api.auth import ConfigUnavailable, Principal
-from pool_admin.api.extracting import perform_extract
-from pool_admin.api.problems import PROBLEM_JSON, Forbidden, Problem, ProblemSerializer
+from pool_admin.api.extracting import (
+    IDEMPOTENCY_KEY_PATTERN,
+    count_refused_call,
+    perform_extract,
+)
+from pool_admin.api.problems import PROBLEM_JSON, Forbidden, ProblemSerializer
+from pool_admin.api.ratelimit import get_limiter
 from pool_admin.api.serializers import (
     ExtractRequestSerializer,
     ExtractResponseSerializer,
@@ -34,11 +38,6 @@ from pool_admin.api.serializers import (
 )
 from pool_admin.config.models import Upstream
 from pool_admin.pool import get_pool
-
-IDEMPOTENCY_KEY_MAX = 256  # PoolOptions.max_text
-#: Visible ASCII, no spaces (what the pool accepts: activity/_validation.py ``text``).
-IDEMPOTENCY_KEY_PATTERN = rf"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}$"
-_IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}")
 
 
 def _problem(description: str) -> OpenApiResponse:
@@ -56,20 +55,6 @@ _COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
 #: (the exception, the principal, the request ID or None). Set by the server side only: a client's
 #: headers reach the environ as HTTP_* keys.
 HANDED_OVER = "pool_admin.api.direct.error"
-
-
-def _idempotency_key(request: Request | HttpRequest) -> str | None:
-    key = request.META.get("HTTP_IDEMPOTENCY_KEY")  # request.headers, without building them all
-    if key is None:
-        return None
-    if not _IDEMPOTENCY_KEY.fullmatch(key):
-        raise Problem(
-            400,
-            "invalid_request",
-            f"Idempotency-Key must be 1-{IDEMPOTENCY_KEY_MAX} printable ASCII characters "
-            "without spaces.",
-        )
-    return key
 
 
 class ExtractView(APIView):
@@ -112,7 +97,13 @@ class ExtractView(APIView):
     )
     def post(self, request: Request) -> Response:
         request_id = uuid.uuid4().hex
-        body_out = run_extract(request, request.user, request.data, request_id)
+        try:
+            body = request.data
+        except Exception as exc:  # malformed JSON, 415...: the call counts, a 429 comes first
+            request.request_id = request_id  # type: ignore[attr-defined]
+            count_refused_call(request.user, exc, request_id)
+            raise
+        body_out = run_extract(request, request.user, body, request_id)
         return Response(body_out, headers={"X-Request-ID": request_id})
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -135,7 +126,8 @@ def run_extract(
 ) -> dict[str, Any]:
     """The extract's response body for ``body`` (parsed JSON); errors are raised."""
     request.request_id = request_id  # type: ignore[union-attr]  # problems.py reports it
-    key = _idempotency_key(request)
+    # request.headers, without building them all; perform_extract checks it
+    key = request.META.get("HTTP_IDEMPOTENCY_KEY")
     result = perform_extract(principal, body, key, request_id)
     return {
         "proxies": [proxy_body(p) for p in result.proxies],
@@ -155,19 +147,22 @@ class InventoryView(APIView):
             "`available_slots`: free connection slots of its available proxies. "
             "An upstream the pool could not count within its scan budget is listed with "
             "`available: false` and null numbers. Only for clients an operator allowed to "
-            "see it (API client: may see inventory); others get a 403 `forbidden`."
+            "see it (API client: may see inventory); others get a 403 `forbidden`. Each call "
+            "takes one unit of the client's requests-per-second limit."
         ),
         responses={
             200: InventoryResponseSerializer,
             **_problems(
                 **_COMMON,
                 r403="This client may not see the inventory (`forbidden`).",
+                r429="The client's requests-per-second limit (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable` (Redis or PostgreSQL); see Retry-After.",
             ),
         },
     )
     def get(self, request: Request) -> Response:
         principal: Principal = request.user
+        get_limiter().hit_request(principal)  # every call counts, as an extract's does
         if not principal.may_view_inventory:
             raise Forbidden(
                 "This client may not see the inventory; an operator can allow it "

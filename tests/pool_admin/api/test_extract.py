@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -282,3 +283,32 @@ def test_usage_event_once_per_extract_and_no_secret_in_logs(api, make_client, se
         assert c.plaintext not in text and secret_part not in text
     for response in (ok, short):
         assert c.plaintext not in response.content.decode()
+
+
+def test_a_refused_call_emits_its_usage_event_with_its_code(api, make_client, seed, caplog):
+    seed(n=2)
+    client = api(make_client(requests_per_second=5, max_count_per_request=2).plaintext)
+    caplog.set_level(logging.INFO, logger="pool_admin.usage")
+    calls = [
+        lambda: extract(client, {"count": 0, "mode": "partial"}),
+        lambda: extract(client, {"count": 3, "mode": "partial"}),
+        lambda: client.post(URL, "{nope", content_type="application/json"),
+        lambda: extract(client, {"count": 1, "mode": "partial"}),
+        lambda: extract(client, {"count": 2, "mode": "all_or_nothing"}),
+        lambda: extract(client, {"count": 1, "mode": "partial"}),
+    ]
+    assert [call().status_code for call in calls] == [400, 403, 400, 200, 409, 429]
+    flush_usage()
+    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
+    events = [json.loads(line.removeprefix("usage ")) for line in usage]
+    assert [e["outcome"] for e in events] == [
+        "invalid_request",
+        "forbidden",
+        "invalid_request",
+        "ok",
+        "insufficient_inventory",
+        "rate_limited",
+    ]
+    assert all(e["client"] == "crawler-1" and e["event"] == "extract" for e in events)
+    assert [e["returned"] for e in events] == [0, 0, 0, 1, 0, 0]
+    assert len({e["request_id"] for e in events}) == 6

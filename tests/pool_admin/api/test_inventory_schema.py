@@ -53,6 +53,20 @@ def test_inventory_only_for_clients_allowed_to_see_it(api, make_client, seed):
     assert "may see inventory" in response.json()["detail"]
 
 
+def test_inventory_calls_take_the_requests_per_second_limit(api, make_client, seed):
+    seed(n=1)
+    client = api(make_client(may_view_inventory=True, requests_per_second=2).plaintext)
+    assert client.get("/api/v1/inventory").status_code == 200
+    assert (
+        client.post("/api/v1/extract", {"count": 1, "mode": "partial"}, format="json").status_code
+        == 200
+    )
+    refused = client.get("/api/v1/inventory")
+    assert refused.status_code == 429
+    assert refused.json()["code"] == "rate_limited"
+    assert int(refused["Retry-After"]) >= 1
+
+
 def test_inventory_needs_a_key(api):
     response = api().get("/api/v1/inventory")
     assert response.status_code == 401

@@ -12,7 +12,7 @@ import redis
 
 from pool_admin.api import ratelimit
 from pool_admin.api.problems import RateLimited
-from tests.pool_admin.api.test_extract import assert_problem, extract
+from tests.pool_admin.api.test_extract import URL, assert_problem, extract
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -45,6 +45,26 @@ def test_every_call_counts_even_a_bad_one(api, make_client):
     assert extract(client, {"count": 0, "mode": "partial"}).status_code == 400
     assert extract(client, ONE).status_code == 200
     assert_problem(extract(client, ONE), 429, "rate_limited")
+
+
+@pytest.mark.parametrize(
+    "bad_call",
+    [
+        pytest.param(lambda c: c.post(URL, "{nope", content_type="application/json"), id="json"),
+        pytest.param(
+            lambda c: c.post(URL, "count=1", content_type="application/x-www-form-urlencoded"),
+            id="media-type",
+        ),
+        pytest.param(lambda c: extract(c, ONE, **{"Idempotency-Key": "x" * 300}), id="key"),
+    ],
+)
+def test_a_call_refused_before_its_body_is_read_counts_too(api, make_client, seed, bad_call):
+    seed(n=3)
+    client = api(make_client(requests_per_second=2).plaintext)
+    assert bad_call(client).status_code in (400, 415)
+    assert extract(client, ONE).status_code == 200
+    assert_problem(bad_call(client), 429, "rate_limited")  # over the limit, 429 comes first
+    assert seed.pool.inventory("acme-us") == 2
 
 
 def test_proxies_per_minute_checks_count_before_and_consumes_what_was_returned(
