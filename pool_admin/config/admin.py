@@ -214,7 +214,7 @@ class ApiKeyInline(admin.TabularInline):
     readonly_fields = fields
     extra = 0
     can_delete = False
-    show_change_link = True  # revoke from the key's own page or the key list
+    show_change_link = True  # to the key's page; revoke with the key list's Revoke action
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # keys are issued by the client form's checkbox, which shows the plaintext
