@@ -21,7 +21,7 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
@@ -214,7 +214,7 @@ class ApiKeyInline(admin.TabularInline):
     readonly_fields = fields
     extra = 0
     can_delete = False
-    show_change_link = True  # to the key's page; revoke with the key list's Revoke action
+    show_change_link = True  # revoke on the key's own page or with the key list's action
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # keys are issued by the client form's checkbox, which shows the plaintext
@@ -343,6 +343,14 @@ class ApiKeyAdmin(ReadOnlyHistoryAdmin):
         for key in keys:
             key.revoke()  # one by one, so history records each revocation
         self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
+
+    def response_change(self, request: HttpRequest, obj: ApiKey) -> HttpResponse:
+        """The key page's "Revoke this key" button (templates/admin/config/apikey/)."""
+        if "_revoke" in request.POST and obj.revoked_at is None:
+            obj.revoke()
+            self.message_user(request, f"Revoked API key {obj}.", messages.SUCCESS)
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
 
 
 @admin.register(WorkerGroup)

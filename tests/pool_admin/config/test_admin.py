@@ -251,5 +251,21 @@ def test_revoke_action(client, boss, api_client):
     assert drop.prefix in revoked and keep.prefix not in revoked
 
 
+def test_a_key_is_revoked_from_its_own_page(client, boss, api_client):
+    key, plaintext = ApiKey.objects.issue(api_client, name="old")
+    page = client.get(url(ApiKey, "change", key.pk)).content.decode()
+    assert 'name="_revoke"' in page
+    response = client.post(
+        url(ApiKey, "change", key.pk), {"name": "old", "_revoke": "1"}, follow=True
+    )
+    html = response.content.decode()
+    assert f"Revoked API key {key}." in html
+    assert 'name="_revoke"' not in html  # a revoked key offers no second revocation
+    assert ApiKey.objects.verify(plaintext) is None
+    key.refresh_from_db()
+    assert key.revoked_at is not None
+    assert key.history.first().history_user.username == "boss"
+
+
 def test_api_keys_cannot_be_added_directly(client, boss):
     assert client.get(url(ApiKey, "add")).status_code == 403
