@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,7 +25,15 @@ from rest_framework.views import APIView
 from activity.errors import ScanBudgetExhausted
 from pool_admin.api.auth import ConfigUnavailable, Principal
 from pool_admin.api.extracting import perform_extract
-from pool_admin.api.problems import PROBLEM_JSON, Forbidden, Problem, ProblemSerializer
+from pool_admin.api.openapi import (
+    NOT_ACCEPTABLE,
+    REQUEST_ID,
+    RETRY_AFTER,
+    UNAUTHENTICATED,
+    UNSUPPORTED_MEDIA_TYPE,
+    problems,
+)
+from pool_admin.api.problems import Forbidden, Problem
 from pool_admin.api.serializers import (
     ExtractRequestSerializer,
     ExtractResponseSerializer,
@@ -39,17 +47,6 @@ IDEMPOTENCY_KEY_MAX = 256  # PoolOptions.max_text
 #: Visible ASCII, no spaces (what the pool accepts: activity/_validation.py ``text``).
 IDEMPOTENCY_KEY_PATTERN = rf"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}$"
 _IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}")
-
-
-def _problem(description: str) -> OpenApiResponse:
-    return OpenApiResponse(response=ProblemSerializer, description=description)
-
-
-def _problems(**by_status: str) -> dict[Any, Any]:
-    return {(int(s[1:]), PROBLEM_JSON): _problem(text) for s, text in by_status.items()}
-
-
-_COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
 
 
 #: WSGI environ key under which direct.py hands an extract's error over to ExtractView:
@@ -96,15 +93,19 @@ class ExtractView(APIView):
                 OpenApiParameter.HEADER,
                 description="Replays the first answer for the same client, key and body.",
                 pattern=IDEMPOTENCY_KEY_PATTERN,
-            )
+            ),
+            REQUEST_ID,
+            RETRY_AFTER,
         ],
         responses={
             200: ExtractResponseSerializer,
-            **_problems(
+            **problems(
                 r400="Malformed body, unknown field or bad value (`invalid_request`).",
-                **_COMMON,
+                r401=UNAUTHENTICATED,
                 r403="Count above the client's limit or a disallowed filter (`forbidden`).",
+                r406=NOT_ACCEPTABLE,
                 r409="`idempotency_conflict` or `insufficient_inventory`.",
+                r415=UNSUPPORTED_MEDIA_TYPE,
                 r429="A rate limit of the client is used up (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable` or `scan_budget_exhausted`; see Retry-After.",
             ),
@@ -157,11 +158,13 @@ class InventoryView(APIView):
             "`available: false` and null numbers. Only for clients an operator allowed to "
             "see it (API client: may see inventory); others get a 403 `forbidden`."
         ),
+        parameters=[RETRY_AFTER],
         responses={
             200: InventoryResponseSerializer,
-            **_problems(
-                **_COMMON,
+            **problems(
+                r401=UNAUTHENTICATED,
                 r403="This client may not see the inventory (`forbidden`).",
+                r406=NOT_ACCEPTABLE,
                 r503="`store_unavailable` (Redis or PostgreSQL); see Retry-After.",
             ),
         },
