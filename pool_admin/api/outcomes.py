@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import DatabaseError
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -28,7 +28,15 @@ from activity import Outcome, OutcomeReport, OutcomeResult
 from activity.errors import ActivityError, OutcomeRejected
 from activity.hosts import MAX_HOST_LENGTH, normalize_host
 from pool_admin.api.auth import Principal
-from pool_admin.api.problems import PROBLEM_JSON, Problem, ProblemSerializer
+from pool_admin.api.openapi import (
+    NOT_ACCEPTABLE,
+    REQUEST_ID,
+    RETRY_AFTER,
+    UNAUTHENTICATED,
+    UNSUPPORTED_MEDIA_TYPE,
+    problems,
+)
+from pool_admin.api.problems import Problem
 from pool_admin.api.ratelimit import get_limiter
 from pool_admin.api.serializers import StrictSerializer
 from pool_admin.api.usage import emit_usage
@@ -72,10 +80,6 @@ class OutcomeResponseSerializer(serializers.Serializer):  # type: ignore[type-ar
         help_text="For `banned`: until when the proxy's exit is not handed out again "
         "(for `target_host`, or for every host without one).",
     )
-
-
-def _problem(description: str) -> OpenApiResponse:
-    return OpenApiResponse(response=ProblemSerializer, description=description)
 
 
 def _body(result: OutcomeResult) -> dict[str, Any]:
@@ -128,28 +132,25 @@ class OutcomeView(APIView):
         parameters=[
             OpenApiParameter(
                 "proxy_id", str, OpenApiParameter.PATH, description="The extracted proxy's `id`."
-            )
+            ),
+            REQUEST_ID,
+            RETRY_AFTER,
         ],
         request=OutcomeRequestSerializer,
         responses={
             200: OutcomeResponseSerializer,
-            (400, PROBLEM_JSON): _problem(
-                "Malformed body, unknown field, bad outcome, target host or proxy ID "
-                "(`invalid_request`)."
+            **problems(
+                r400="Malformed body, unknown field, bad outcome, target host or proxy ID "
+                "(`invalid_request`).",
+                r401=UNAUTHENTICATED,
+                r404="This client has no extracted proxy with this ID, or it expired "
+                "(`not_found`).",
+                r406=NOT_ACCEPTABLE,
+                r409="The proxy already has another outcome (`outcome_conflict`).",
+                r415=UNSUPPORTED_MEDIA_TYPE,
+                r429="The client's requests-per-second limit (`rate_limited`); see Retry-After.",
+                r503="`store_unavailable`; see Retry-After.",
             ),
-            (401, PROBLEM_JSON): _problem(
-                "Missing, invalid or revoked API key (`unauthenticated`)."
-            ),
-            (404, PROBLEM_JSON): _problem(
-                "This client has no extracted proxy with this ID, or it expired (`not_found`)."
-            ),
-            (409, PROBLEM_JSON): _problem(
-                "The proxy already has another outcome (`outcome_conflict`)."
-            ),
-            (429, PROBLEM_JSON): _problem(
-                "The client's requests-per-second limit (`rate_limited`)."
-            ),
-            (503, PROBLEM_JSON): _problem("`store_unavailable`; see Retry-After."),
         },
     )
     def post(self, request: Request, proxy_id: str) -> Response:

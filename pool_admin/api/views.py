@@ -16,7 +16,7 @@ from typing import Any
 
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponseBase
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -28,7 +28,15 @@ from pool_admin.api.extracting import (
     count_refused_call,
     perform_extract,
 )
-from pool_admin.api.problems import PROBLEM_JSON, Forbidden, ProblemSerializer
+from pool_admin.api.openapi import (
+    NOT_ACCEPTABLE,
+    REQUEST_ID,
+    RETRY_AFTER,
+    UNAUTHENTICATED,
+    UNSUPPORTED_MEDIA_TYPE,
+    problems,
+)
+from pool_admin.api.problems import Forbidden
 from pool_admin.api.ratelimit import get_limiter
 from pool_admin.api.serializers import (
     ExtractRequestSerializer,
@@ -38,18 +46,6 @@ from pool_admin.api.serializers import (
 )
 from pool_admin.config.models import Upstream
 from pool_admin.pool import get_pool
-
-
-def _problem(description: str) -> OpenApiResponse:
-    return OpenApiResponse(response=ProblemSerializer, description=description)
-
-
-def _problems(**by_status: str) -> dict[Any, Any]:
-    return {(int(s[1:]), PROBLEM_JSON): _problem(text) for s, text in by_status.items()}
-
-
-_COMMON = {"r401": "Missing, invalid or revoked API key (`unauthenticated`)."}
-
 
 #: WSGI environ key under which direct.py hands an extract's error over to ExtractView:
 #: (the exception, the principal, the request ID or None). Set by the server side only: a client's
@@ -81,15 +77,19 @@ class ExtractView(APIView):
                 OpenApiParameter.HEADER,
                 description="Replays the first answer for the same client, key and body.",
                 pattern=IDEMPOTENCY_KEY_PATTERN,
-            )
+            ),
+            REQUEST_ID,
+            RETRY_AFTER,
         ],
         responses={
             200: ExtractResponseSerializer,
-            **_problems(
+            **problems(
                 r400="Malformed body, unknown field or bad value (`invalid_request`).",
-                **_COMMON,
+                r401=UNAUTHENTICATED,
                 r403="Count above the client's limit or a disallowed filter (`forbidden`).",
+                r406=NOT_ACCEPTABLE,
                 r409="`idempotency_conflict` or `insufficient_inventory`.",
+                r415=UNSUPPORTED_MEDIA_TYPE,
                 r429="A rate limit of the client is used up (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable` or `scan_budget_exhausted`; see Retry-After.",
             ),
@@ -150,11 +150,13 @@ class InventoryView(APIView):
             "see it (API client: may see inventory); others get a 403 `forbidden`. Each call "
             "takes one unit of the client's requests-per-second limit."
         ),
+        parameters=[RETRY_AFTER],
         responses={
             200: InventoryResponseSerializer,
-            **_problems(
-                **_COMMON,
+            **problems(
+                r401=UNAUTHENTICATED,
                 r403="This client may not see the inventory (`forbidden`).",
+                r406=NOT_ACCEPTABLE,
                 r429="The client's requests-per-second limit (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable` (Redis or PostgreSQL); see Retry-After.",
             ),
