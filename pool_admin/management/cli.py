@@ -1,16 +1,57 @@
-"""Small helpers shared by the operator commands: strict numbers, one-line errors, tables."""
+"""Shared by the operator commands: their base class, strict numbers, one-line errors, tables."""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, NoReturn
 
 import redis
 from django.core.exceptions import ValidationError
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from activity.errors import ActivityError
+
+
+class OneLineParser(CommandParser):
+    """A ``CommandParser`` whose argument errors on the command line are one line and status 1.
+
+    argparse would print the whole usage block and exit with 2; an operator command promises one
+    line (README, Operator commands). From ``call_command`` an error is still Django's
+    ``CommandError("Error: ...")``. ``--help`` and ``--version`` are unchanged.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        if not self.called_from_command_line:
+            super().error(message)  # raises CommandError
+        reason = " ".join(message.splitlines())  # an argument may hold a line break
+        self.exit(1, f"CommandError: {self.prog}: {reason} (see --help); nothing changed\n")
+
+
+def _one_line(parser: argparse.ArgumentParser) -> None:
+    """Make ``parser`` and its subparsers (e.g. api_key's actions) ``OneLineParser``s."""
+    if isinstance(parser, OneLineParser):
+        return  # an alias of a subparser already done
+    if type(parser) is not CommandParser:
+        raise TypeError(f"expected Django's CommandParser, got {type(parser).__name__}")
+    parser.__class__ = OneLineParser  # it adds no state, only error()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                _one_line(subparser)
+
+
+class OperatorCommand(BaseCommand):
+    """The base of every project command: argument errors as one line (``OneLineParser``)."""
+
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        # Django builds a CommandParser and runs add_arguments() on it, so subparsers already
+        # exist (CommandParser, with called_from_command_line passed on) when it returns.
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        _one_line(parser)
+        return parser
 
 
 def parse_int(text: str | int | None, option: str, low: int, high: int) -> int | None:

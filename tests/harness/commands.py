@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,3 +30,11 @@ def run_python(*args: str, **env_overrides: str | None) -> subprocess.CompletedP
 def manage(*args: str, **env_overrides: str | None) -> subprocess.CompletedProcess[str]:
     """`python manage.py ARGS`."""
     return run_python("manage.py", *args, **env_overrides)
+
+
+def database_url_of_test_db() -> str:
+    """The URL of the database pytest-django created, for a child process to use."""
+    from django.db import connection
+
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit(parts._replace(path="/" + connection.settings_dict["NAME"]))

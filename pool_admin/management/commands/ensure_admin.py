@@ -13,11 +13,13 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 
+from pool_admin.management.cli import OperatorCommand
 
-class Command(BaseCommand):
+
+class Command(OperatorCommand):
     help = "Create the superuser ADMIN_USERNAME (default 'admin') if it does not exist."
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from rest_framework import exceptions
 
 from activity import ExtractMode
@@ -20,7 +20,7 @@ from pool_admin.api.extracting import perform_extract
 from pool_admin.api.problems import Problem
 from pool_admin.api.serializers import MAX_COUNT
 from pool_admin.config.models import ApiClient
-from pool_admin.management.cli import one_line_errors, parse_int, table
+from pool_admin.management.cli import OperatorCommand, one_line_errors, parse_int, table
 
 MASK = "********"
 #: Shown as the key prefix in usage events of extracts made by this command.
@@ -38,7 +38,7 @@ def _flatten(detail: Any, path: str = "") -> list[str]:
     return [f"{path}: {detail}" if path else str(detail)]
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Extract proxies for CLIENT through the API's code path and limits; print a table."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -5,17 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from django.core.management.base import BaseCommand
 
 from activity.errors import ScanBudgetExhausted, StoreUnavailable
 from pool_admin.config.models import Upstream
-from pool_admin.management.cli import one_line_errors, table
+from pool_admin.management.cli import OperatorCommand, one_line_errors, table
 from pool_admin.pool import get_pool
 
 UNAVAILABLE = "unavailable"
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "List upstreams with their live inventory (unextracted, managed, available slots)."
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
 from activity import PoolOptions
-from pool_admin.management.cli import one_line_errors, parse_int
+from pool_admin.management.cli import OperatorCommand, one_line_errors, parse_int
 from pool_admin.pool import get_pool
 
 DEFAULT_LIMIT = 1_000
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Remove expired proxy records and worker sessions from the pool (one sweep)."
 
     def add_arguments(self, parser: CommandParser) -> None:

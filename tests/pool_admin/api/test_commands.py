@@ -1,18 +1,32 @@
-"""Operator commands: create_client, api_key, list_upstreams, extract, sweep_pool.
+"""Operator commands: create_client, api_key, list_upstreams, extract, sweep_pool, and the
+argument errors of every project command.
 
 Each runs as from the command line (``ManagementUtility``), so a bad input is checked for what
-an operator sees: exit status 1, one line on stderr, and nothing changed.
+an operator sees: exit status 1, one line on stderr, and nothing changed. Argument errors are
+also checked through a real ``manage.py`` in a child process.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
-from django.core.management import ManagementUtility, base
+from django.contrib.auth import get_user_model
+from django.core.management import (
+    CommandError,
+    ManagementUtility,
+    base,
+    call_command,
+    get_commands,
+    load_command_class,
+)
 
 from pool_admin import pool as pool_module
 from pool_admin.api.auth import authenticate_key
 from pool_admin.config.models import ApiClient, ApiKey
 from pool_admin.localservices import free_port
+from pool_admin.management.cli import OperatorCommand
+from tests.harness.commands import database_url_of_test_db, manage
 from tests.pool_admin.api.conftest import PROXY_PASSWORD
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -249,3 +263,118 @@ def test_sweep_pool_runs_once_and_reports(run, seed):
 @pytest.mark.parametrize("limit", ["0", "x", "1000000"])
 def test_sweep_pool_bad_limit(run, limit):
     assert_refused(run("sweep_pool", "--limit", limit), "--limit")
+
+
+# ------------------------------------------------------------------------ argument errors
+#: Command lines argparse refuses, each with the reason printed (after "CommandError: ").
+ARGUMENT_ERRORS = {
+    ("create_client",): "manage.py create_client: the following arguments are required: name",
+    ("create_client", "crawler-9", "--bogus"): (
+        "manage.py create_client: unrecognized arguments: --bogus"
+    ),
+    ("create_client", "crawler-9", "--rps"): (
+        "manage.py create_client: argument --rps: expected one argument"
+    ),
+    ("api_key",): "manage.py api_key: the following arguments are required: ACTION",
+    ("api_key", "frob", "crawler-1"): (
+        "manage.py api_key: argument ACTION: invalid choice: 'frob' "
+        "(choose from 'add', 'revoke', 'rotate', 'list')"
+    ),
+    ("api_key", "add"): "manage.py api_key add: the following arguments are required: client",
+    ("api_key", "add", "crawler-1", "--bogus"): (
+        "manage.py api_key: unrecognized arguments: --bogus"
+    ),
+    ("api_key", "rotate", "crawler-1", "--revoke-old=yes"): (
+        "manage.py api_key rotate: argument --revoke-old: ignored explicit argument 'yes'"
+    ),
+    ("extract", "crawler-1"): "manage.py extract: the following arguments are required: --count",
+    ("extract", "crawler-1", "--count", "1", "--bogus"): (
+        "manage.py extract: unrecognized arguments: --bogus"
+    ),
+    ("extract", "crawler-1", "--count", "1", "-v", "7"): (
+        "manage.py extract: argument -v/--verbosity: invalid choice: 7 (choose from 0, 1, 2, 3)"
+    ),
+    ("sweep_pool", "--limit"): "manage.py sweep_pool: argument --limit: expected one argument",
+    ("list_upstreams", "extra"): "manage.py list_upstreams: unrecognized arguments: extra",
+    ("rotate_secret_key", "extra"): "manage.py rotate_secret_key: unrecognized arguments: extra",
+    ("ensure_admin", "extra"): "manage.py ensure_admin: unrecognized arguments: extra",
+}
+#: A few also run through a real manage.py in a child process (one of each kind: a missing
+#: option, an unknown one, an action's missing argument, an extra argument).
+FROM_A_SHELL = [
+    ("extract", "crawler-1"),
+    ("create_client", "crawler-9", "--bogus"),
+    ("api_key", "add"),
+    ("rotate_secret_key", "extra"),
+]
+HELP = ("extract", "--help")
+
+
+def one_line(reason: str) -> str:
+    return f"CommandError: {reason} (see --help); nothing changed"
+
+
+def test_every_project_command_is_an_operator_command():
+    ours = {name: app for name, app in get_commands().items() if app.startswith("pool_admin")}
+    assert {argv[0] for argv in ARGUMENT_ERRORS} == set(ours)
+    for name, app in ours.items():
+        assert isinstance(load_command_class(app, name), OperatorCommand), name
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"), ARGUMENT_ERRORS.items(), ids=[" ".join(argv) for argv in ARGUMENT_ERRORS]
+)
+def test_argument_errors_are_one_line_and_change_nothing(run, make_client, seed, argv, reason):
+    seed(n=2)
+    make_client()
+    code, out, err = run(*argv)
+    assert (code, out, err.splitlines()) == (1, "", [one_line(reason)])
+    assert list(ApiClient.objects.values_list("name", flat=True)) == ["crawler-1"]
+    assert ApiKey.objects.active().count() == ApiKey.objects.count() == 1
+    assert seed.pool.inventory("acme-us") == 2
+    assert not get_user_model().objects.exists()
+
+
+def test_help_of_an_action_still_prints_its_usage(run):
+    code, out, err = run("api_key", "add", "--help")
+    assert (code, err) == (0, "")
+    assert out.startswith("usage: manage.py api_key add ") and "--name NAME" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("extract", "crawler-1"), "Error: the following arguments are required: --count"),
+        (("api_key", "add"), "Error: the following arguments are required: client"),
+    ],
+)
+def test_call_command_still_raises_command_error(argv, message):
+    with pytest.raises(CommandError) as info:
+        call_command(*argv)
+    assert str(info.value) == message
+
+
+@pytest.fixture(scope="module")
+def from_a_shell(django_db_setup):
+    """Each command line of FROM_A_SHELL and HELP through a real manage.py on the test database
+    (all at once: each child takes most of a second to start)."""
+    database = database_url_of_test_db()
+    argvs = [*FROM_A_SHELL, HELP]
+    with ThreadPoolExecutor(len(argvs)) as workers:
+        done = workers.map(lambda argv: manage(*argv, DATABASE_URL=database), argvs)
+        return dict(zip(argvs, done, strict=True))
+
+
+@pytest.mark.parametrize("argv", FROM_A_SHELL, ids=" ".join)
+def test_argument_errors_from_a_shell_exit_1_with_one_line(from_a_shell, argv):
+    done = from_a_shell[argv]
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr.splitlines() == [one_line(ARGUMENT_ERRORS[argv])]
+    assert not ApiClient.objects.exists() and not ApiKey.objects.exists()
+
+
+def test_help_from_a_shell_still_prints_the_usage(from_a_shell):
+    done = from_a_shell[HELP]
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.startswith("usage: manage.py extract ")
+    assert "--count COUNT" in done.stdout and "--show-passwords" in done.stdout

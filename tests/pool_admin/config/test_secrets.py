@@ -1,8 +1,6 @@
 """Encryption at rest, key rotation, and the CredentialStore behind SecretRef."""
 
-import os
 from io import StringIO
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from cryptography.fernet import Fernet
@@ -18,7 +16,7 @@ from activity.credentials import (
 from pool_admin.config import secrets as secret_box
 from pool_admin.config.models import Credential
 from pool_admin.config.secrets import CredentialStore, SecretUnreadable
-from tests.harness.commands import manage
+from tests.harness.commands import database_url_of_test_db, manage
 
 from .conftest import SECRET
 
@@ -171,12 +169,6 @@ class TestRotateSecretKey:
         assert "\n" not in message
         assert {pk: stored_ciphertext(pk) for pk in before} == before
         assert dict(Credential.objects.values_list("pk", "key_id")) == key_ids
-
-
-def database_url_of_test_db():
-    """The URL of the database pytest-django created, for a subprocess to use."""
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path="/" + connection.settings_dict["NAME"]))
 
 
 @pytest.mark.django_db(transaction=True)

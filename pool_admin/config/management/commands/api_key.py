@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
 from pool_admin.config.models import ApiClient, ApiKey
-from pool_admin.management.cli import one_line_errors, table
+from pool_admin.management.cli import OperatorCommand, one_line_errors, table
 
 CACHE_NOTE = "(the API honours a revocation within 30 s)"
 
@@ -29,7 +29,7 @@ def _when(value: datetime | None) -> str | None:
     return None if value is None else f"{value:%Y-%m-%d %H:%M:%S} UTC"
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Add, revoke, rotate or list API keys of a client."
 
     def add_arguments(self, parser: CommandParser) -> None:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
 from pool_admin.config.models import ApiClient, ApiKey, Upstream
-from pool_admin.management.cli import one_line_errors, parse_int
+from pool_admin.management.cli import OperatorCommand, one_line_errors, parse_int
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Create an API client with its limits and print its first API key (shown once)."
 
     def add_arguments(self, parser: CommandParser) -> None:

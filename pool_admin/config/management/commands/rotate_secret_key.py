@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import DatabaseError, transaction
 
 from pool_admin.config import secrets as secret_box
 from pool_admin.config.models import Credential
+from pool_admin.management.cli import OperatorCommand
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Re-encrypt every stored credential with the first key of POOL_SECRET_KEY."
 
     def handle(self, *args: Any, **options: Any) -> None:
