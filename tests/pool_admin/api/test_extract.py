@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
 from django.db import connection
 
+from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
@@ -83,6 +85,62 @@ def test_all_or_nothing_shortfall_is_409_and_takes_nothing(api, make_client, see
     )
     assert problem["requested"] == 3 and problem["available"] == 2
     assert extract(client, {"count": 2, "mode": "all_or_nothing"}).json()["returned"] == 2
+
+
+def stock_many(pool, upstream: str, n: int, region: str, carrier: str, first_octet: int) -> None:
+    """``n`` AVAILABLE proxies of ``upstream``, in batches the pool accepts."""
+    now = datetime.now(UTC)
+    batch = pool.options.max_upsert_batch
+    for start in range(0, n, batch):
+        proxies = [
+            FetchedProxy(
+                proxy_id=f"{upstream}-m{i}",
+                unique_key=f"10.{first_octet}.{i // 250}.{i % 250 + 1}:8080",
+                host=f"10.{first_octet}.{i // 250}.{i % 250 + 1}",
+                port=8080,
+                protocol="http",
+                expires_at=now + timedelta(minutes=10),
+                region=region,
+                carrier=carrier,
+            )
+            for i in range(start, min(n, start + batch))
+        ]
+        pool.upsert_fetched(FetchedBatch(upstream, proxies, n, timedelta(seconds=5), now))
+        updates = [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now, 50) for p in proxies]
+        health = pool.options.max_health_batch
+        for h in range(0, len(updates), health):
+            pool.apply_health(updates[h : h + health])
+
+
+def test_scan_budget_exhausted_is_503_with_retry_after_and_takes_nothing(api, make_client, seed):
+    """More candidates than the API's pool may examine, none of them matching: the bounded
+    scan gives up (fail closed), which is neither "not enough proxies" nor a partial answer."""
+    budget = pool_module.get_pool().options.scan_budget  # the API's own pool, as configured
+    # Every candidate of the smallest index (region us, or carrier vz) fails the other filter.
+    stock_many(seed.pool, "acme-us", budget + 2, region="us", carrier="att", first_octet=1)
+    stock_many(seed.pool, "acme-eu", budget + 1, region="eu", carrier="vz", first_octet=2)
+    client = api(make_client().plaintext)
+    warm = extract(client, {"count": 1, "mode": "partial", "filters": {"region": "us"}})
+    assert warm.status_code == 200, warm.content  # the key is cached: direct.py serves now
+    before = {u: seed.pool.inventory(u) for u in ("acme-us", "acme-eu")}
+    assert before == {"acme-us": budget + 1, "acme-eu": budget + 1}
+
+    crossed = {"region": "us", "carrier": "vz"}
+    for mode in ("partial", "all_or_nothing"):
+        body = {"count": 1, "mode": mode, "filters": crossed}
+        response = extract(client, body, **{"Idempotency-Key": "scan-1"})
+        problem = assert_problem(response, 503, "scan_budget_exhausted")
+        assert int(response["Retry-After"]) >= 1
+        assert "proxies" not in problem
+    assert {u: seed.pool.inventory(u) for u in before} == before  # nothing was extracted
+
+    # Nothing was stored under the key either: with a body the pool can answer it is a
+    # first extract, not a conflict with the failed one and not a replay.
+    body = {"count": 1, "mode": "partial", "filters": {"carrier": "vz"}}
+    after = extract(client, body, **{"Idempotency-Key": "scan-1"})
+    assert after.status_code == 200, after.content
+    assert after.json()["replayed"] is False and after.json()["returned"] == 1
+    assert seed.pool.inventory("acme-eu") == budget
 
 
 def test_gateway_reserve_of_the_client_is_kept_back(api, make_client, seed):
