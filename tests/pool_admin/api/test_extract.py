@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import time
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
+from django.contrib.contenttypes.models import ContentType
+from django.core.management import call_command
 from django.db import connection
 
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
-from pool_admin.localservices import free_port
+from pool_admin.config.models import ApiClient, ApiKey
+from pool_admin.localservices import free_port, postgres_answers
 from tests.pool_admin.api.conftest import PROXY_PASSWORD, make_seeder
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -281,6 +288,74 @@ def test_postgres_unreachable_still_serves_a_recently_seen_key(api, make_client,
     problem = assert_problem(refused, 503, "store_unavailable")
     assert refused["Retry-After"]
     assert "pg-pw-x" not in refused.content.decode() and unseen.plaintext not in str(problem)
+
+
+@contextmanager
+def default_database_on(cluster):
+    """Django's ``default`` connection on ``cluster``'s ``postgres`` database, migrated there,
+    for the block; the test database's settings and a fresh connection to it afterwards."""
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict.update(
+        HOST="127.0.0.1", PORT=str(cluster.port), NAME="postgres", USER="postgres", PASSWORD=""
+    )
+    try:
+        call_command("migrate", verbosity=0, interactive=False)
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        ContentType.objects.clear_cache()  # it holds the private database's IDs
+
+
+def stop_immediately(cluster) -> None:
+    """``pg_ctl stop -m immediate``: SIGQUIT to the postmaster, which ends every backend at once
+    (no checkpoint, open connections dropped), as a crashed or killed server would."""
+    pid = cluster.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGQUIT)
+    deadline = time.monotonic() + 10
+    while cluster.pid is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cluster.pid is None, "the postmaster did not quit"
+
+
+@pytest.mark.fault
+@pytest.mark.django_db(transaction=True)
+def test_postgres_stopped_under_the_api_still_serves_a_recently_seen_key(
+    api, private_postgres, seed
+):
+    """A real PostgreSQL stops under the API (immediate shutdown, with the API's connection to
+    it open): a key verified a moment ago is still served from the key cache, while a key that
+    would need PostgreSQL is a clear 503, never a 500."""
+    seed(n=4)
+    cluster = private_postgres()
+    with default_database_on(cluster):
+        row = ApiClient.objects.create(name="crawler-1")
+        _, seen = ApiKey.objects.issue(row)
+        _, unseen = ApiKey.objects.issue(row)  # valid, but never verified: not in the cache
+        first = extract(api(seen), {"count": 1, "mode": "partial"})
+        assert first.status_code == 200, first.content
+        assert connection.connection is not None  # the connection the API used stays open
+
+        stop_immediately(cluster)
+        assert not postgres_answers(cluster.url())
+        served = extract(api(seen), {"count": 1, "mode": "partial"})
+        refused = extract(api(unseen), {"count": 1, "mode": "partial"})
+        again = extract(api(seen), {"count": 1, "mode": "partial"})
+        # Once more on the connection now known to be broken: still a 503, not a 500.
+        refused_again = extract(api(unseen), {"count": 1, "mode": "partial"})
+
+    assert served.status_code == 200, served.content
+    assert served.json()["returned"] == 1 and served.json()["proxies"]
+    problem = assert_problem(refused, 503, "store_unavailable")
+    assert int(refused["Retry-After"]) >= 1
+    assert unseen not in refused.content.decode() and str(cluster.port) not in str(problem)
+    assert again.status_code == 200 and again.json()["returned"] == 1  # the failure broke nothing
+    assert_problem(refused_again, 503, "store_unavailable")
+    taken = [p["id"] for r in (first, served, again) for p in r.json()["proxies"]]
+    assert len(set(taken)) == 3
 
 
 @pytest.mark.fault
