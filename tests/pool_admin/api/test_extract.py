@@ -16,6 +16,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
+from activity.clock import ManualClock
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
@@ -82,6 +83,44 @@ def test_idempotent_replay_and_conflict(api, make_client, seed):
     other = extract(client, {"count": 3, "mode": "partial"}, **{"Idempotency-Key": "order-17"})
     assert_problem(other, 409, "idempotency_conflict")
     assert extract(client, body).json()["returned"] == 2  # the replay took nothing more
+
+
+def test_the_clients_idempotency_ttl_decides_how_long_a_replay_lives(
+    api, make_client, seed, redis_url, unique_prefix
+):
+    """Each client's idempotency_ttl_s reaches its pool (neither the pool's default of 10
+    minutes nor another client's TTL): within it the same Idempotency-Key replays, after it
+    the key starts a fresh extract."""
+    ids = seed(n=8)
+    clock = ManualClock(datetime.now(UTC))
+    pool_module.reset_pool(redis_url, unique_prefix, clock=clock)  # the API's pools read it
+    short = api(make_client("short", idempotency_ttl_s=60).plaintext)
+    long = api(make_client("long", idempotency_ttl_s=120).plaintext)
+    body, key = {"count": 1, "mode": "partial"}, {"Idempotency-Key": "order-1"}
+
+    def taken(client):
+        response = extract(client, body, **key)
+        assert response.status_code == 200, response.content
+        return response.json()["replayed"], [p["id"] for p in response.json()["proxies"]]
+
+    first_short, first_long = taken(short), taken(long)
+    assert first_short[0] is False and first_long[0] is False
+    clock.advance(timedelta(seconds=59))
+    assert taken(short) == (True, first_short[1])
+    assert taken(long) == (True, first_long[1])
+
+    clock.advance(timedelta(seconds=2))  # 61 s: past the short TTL only
+    fresh_short = taken(short)
+    assert fresh_short[0] is False and fresh_short[1] != first_short[1]
+    assert taken(long) == (True, first_long[1])
+    assert taken(short) == (True, fresh_short[1])  # the fresh extract is the one replayed now
+
+    clock.advance(timedelta(seconds=60))  # 121 s: past the long TTL too
+    fresh_long = taken(long)
+    assert fresh_long[0] is False and fresh_long[1] != first_long[1]
+    handed_out = first_short[1] + first_long[1] + fresh_short[1] + fresh_long[1]
+    assert len(set(handed_out)) == 4 and set(handed_out) <= set(ids)
+    assert seed.pool.inventory("acme-us") == 4
 
 
 def test_all_or_nothing_shortfall_is_409_and_takes_nothing(api, make_client, seed):
