@@ -507,6 +507,7 @@ def test_usage_event_once_per_extract_and_no_secret_in_logs(api, make_client, se
     flush_usage()  # events are written in batches
     usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
     assert len(usage) == 2
+    assert all('"source":"api"' in line for line in usage)  # manage.py extract's say "cli"
     assert '"outcome":"ok"' in usage[0]
     assert '"returned":2' in usage[0]
     assert '"outcome":"insufficient_inventory"' in usage[1]
