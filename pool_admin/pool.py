@@ -6,7 +6,8 @@ TTL from ``PoolOptions`` (one per pool, not per call), so clients with different
 TTLs get pools that differ only in that option; they are few (one per distinct TTL, bounded by
 ``MAX_POOLS``) and each has its own small connection pool.
 
-Tests call :func:`reset_pool` (optionally with a URL and prefix) to point it elsewhere.
+Tests call :func:`reset_pool` (optionally with a URL and prefix) to point it elsewhere, and
+with a clock to move the pools' time.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cachetools import LRUCache
 from django.conf import settings
 
 from activity import PoolOptions
+from activity.clock import Clock
 from activity.redis import RedisPool
 
 #: Most pools (distinct idempotency TTLs) kept at once; older ones are dropped (and rebuilt).
@@ -28,6 +30,7 @@ MAX_POOLS = 32
 _lock = threading.Lock()
 _client: redis.Redis | None = None
 _override: tuple[str, str] | None = None
+_clock: Clock | None = None  # None: the pool's own (system) clock
 _pools: LRUCache[timedelta | None, RedisPool] = LRUCache(maxsize=MAX_POOLS)
 
 
@@ -60,16 +63,20 @@ def get_pool(idempotency_ttl: timedelta | None = None) -> RedisPool:
             )
             if idempotency_ttl is not None:
                 options = replace(options, idempotency_ttl=idempotency_ttl)
-            pool = RedisPool(_client, options)
+            pool = RedisPool(_client, options, clock=_clock)
             _pools[idempotency_ttl] = pool
         return pool
 
 
-def reset_pool(url: str | None = None, prefix: str | None = None) -> None:
-    """Forget every pool; with ``url``/``prefix``, later pools use them instead of settings."""
-    global _client, _override
+def reset_pool(
+    url: str | None = None, prefix: str | None = None, clock: Clock | None = None
+) -> None:
+    """Forget every pool; with ``url``/``prefix``, later pools use them instead of settings;
+    with ``clock`` (tests), they read that clock instead of the system's."""
+    global _client, _override, _clock
     with _lock:
         _pools.clear()
+        _clock = clock
         if _client is not None:
             _client.close()
         _client = None

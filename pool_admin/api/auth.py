@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -54,7 +55,15 @@ class Principal:
         return True
 
 
-_cache: TTLCache[str, Principal] = TTLCache(maxsize=CACHE_SIZE, ttl=CACHE_TTL.total_seconds())
+def _monotonic() -> float:
+    """The key cache's clock, in seconds. Looked up at every cache access, so tests move it
+    (monkeypatch ``auth._monotonic``) instead of waiting ``CACHE_TTL``."""
+    return time.monotonic()
+
+
+_cache: TTLCache[str, Principal] = TTLCache(
+    maxsize=CACHE_SIZE, ttl=CACHE_TTL.total_seconds(), timer=lambda: _monotonic()
+)
 _cache_lock = threading.Lock()
 
 

@@ -148,3 +148,26 @@ def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable
     yield make
     for server in servers:
         server.kill()
+
+
+@pytest.fixture
+def private_postgres() -> Iterator[Callable[[], PostgresCluster]]:
+    """Factory of started PostgreSQL clusters the test owns (fast: no fsync; may stop or kill
+    them). Each lives in its own directory that the ``postgres`` OS user can reach (not
+    tmp_path: its parents are 0700); what is still running at the end is stopped."""
+    made: list[tuple[PostgresCluster, Path]] = []
+
+    def make() -> PostgresCluster:
+        directory = Path(tempfile.mkdtemp(prefix="pp-test-pg-"))
+        directory.chmod(0o755)
+        cluster = PostgresCluster(directory / "data", fast=True)
+        made.append((cluster, directory))
+        cluster.start()
+        return cluster
+
+    yield make
+    for cluster, directory in made:
+        try:
+            cluster.stop()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)

@@ -4,11 +4,13 @@ One scenario end to end: a provider credential and a proxy credential go into th
 credentials store, an API client gets a key, proxies carrying the proxy credential (by
 ``SecretRef``) are stocked through the real ``RedisPool`` with the store as its resolver, and a
 client extracts them over HTTP, then provokes every error it can. Only the 200 extract bodies
-may carry the proxy password (that is what an extract is for).
+may carry the proxy password (that is what an extract is for). The HTTP part runs through
+Django's handler alone and through direct.py first, as the web server runs it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime, timedelta
 
@@ -24,9 +26,11 @@ from activity import FetchedBatch, FetchedProxy, HealthUpdate, PoolOptions, Prox
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
 from pool_admin.api import auth, ratelimit
+from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.models import ApiClient, ApiKey, Credential, Upstream, WorkerGroup
 from pool_admin.config.secrets import CredentialStore
 from pool_admin.localservices import free_port
+from tests.pool_admin.api.conftest import DirectFirstHandler
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -35,11 +39,29 @@ PROXY_PASSWORD = "proxy-pw-Kd72$wX0!never-log"
 EXTRACT = "/api/v1/extract"
 
 
+@pytest.fixture(params=["django", "direct"])
+def new_api_client(request):
+    """Makes API clients of one path: Django's handler alone, or direct.py first (the ``api``
+    fixture of tests/pool_admin/api/conftest.py)."""
+
+    def make(authorization: str | None = None) -> APIClient:
+        client = APIClient()
+        if request.param == "direct":
+            client.handler = DirectFirstHandler(enforce_csrf_checks=False)
+        if authorization is not None:
+            client.credentials(HTTP_AUTHORIZATION=authorization)
+        return client
+
+    make.path = request.param
+    return make
+
+
 @pytest.fixture
 def world(settings, redis_url, unique_prefix):
     settings.POOL_SECRET_KEYS = (Fernet.generate_key().decode(),)
     pool_module.reset_pool(redis_url, unique_prefix)
     auth.clear_cache()
+    flush_usage()  # no event of an earlier test in this one's log
 
     store = CredentialStore()
     provider = store.put("acme-api", PROVIDER_SECRET, username="acct-42")
@@ -102,6 +124,7 @@ def world(settings, redis_url, unique_prefix):
         "prefixes": [unique_prefix, ratelimit.key_prefix(unique_prefix)],
         "objects": [upstream, client_row, key, group, *Credential.objects.all()],
     }
+    flush_usage()
     conn.close()
     pool_module.reset_pool()
     auth.clear_cache()
@@ -112,11 +135,13 @@ def assert_no_secret(text: str, where: str, secrets: dict[str, str]) -> None:
         assert value not in text, f"{what} appears in {where}"
 
 
-def test_no_secret_in_admin_redis_keys_logs_or_errors(world, client, caplog, redis_url):
+def test_no_secret_in_admin_redis_keys_logs_or_errors(
+    world, client, caplog, redis_url, new_api_client
+):
     caplog.set_level(logging.DEBUG)
     secrets = world["secrets"]
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {world['plaintext']}")
+    answered_directly = DirectFirstHandler.answered
+    api = new_api_client(f"Bearer {world['plaintext']}")
 
     # The one place a proxy password belongs: a 200 extract body (and its replay).
     ok = api.post(EXTRACT, {"count": 2, "mode": "partial"}, format="json",
@@ -131,11 +156,9 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(world, client, caplog, red
     assert banned.status_code == 200, banned.content
     assert_no_secret(banned.content.decode(), "an outcome body", secrets)
 
-    anonymous = APIClient()
-    wrong_key = APIClient()
-    wrong_key.credentials(HTTP_AUTHORIZATION=f"Bearer {world['plaintext']}x")
-    malformed_key = APIClient()
-    malformed_key.credentials(HTTP_AUTHORIZATION=f"Basic {world['plaintext']}")
+    anonymous = new_api_client()
+    wrong_key = new_api_client(f"Bearer {world['plaintext']}x")
+    malformed_key = new_api_client(f"Basic {world['plaintext']}")
     body = {"count": 1, "mode": "partial"}
     errors = [
         api.post(EXTRACT, {**body, "password": PROXY_PASSWORD}, format="json"),  # 400 unknown
@@ -172,6 +195,10 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(world, client, caplog, red
     inventory = api.get("/api/v1/inventory")
     assert inventory.status_code == 200
     assert_no_secret(inventory.content.decode(), "the inventory body", secrets)
+    if new_api_client.path == "direct":  # the replay at least was direct.py's own answer
+        assert DirectFirstHandler.answered > answered_directly
+    else:
+        assert DirectFirstHandler.answered == answered_directly
 
     # The admin: every configuration model's changelist and change page, as a superuser.
     boss = get_user_model().objects.create_superuser("boss", password="a-Long-pass-123")
@@ -203,8 +230,16 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(world, client, caplog, red
     assert any(n.startswith(world["prefixes"][0]) for n in names)
     assert_no_secret("\n".join(names), "a Redis key name", secrets)
 
-    # Every log record of the whole scenario, message and arguments formatted.
+    # Every log record of the whole scenario, message and arguments formatted; usage events
+    # are written in batches, so the last ones are written now.
+    flush_usage()
     assert caplog.records
+    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
+    events = [json.loads(line.removeprefix("usage ")) for line in usage]
+    seen = {(e["event"], e.get("outcome") or e.get("result")) for e in events}
+    assert {("extract", "ok"), ("extract", "insufficient_inventory"),
+            ("extract", "idempotency_conflict"), ("outcome", "ok"),
+            ("outcome", "conflict"), ("outcome", "not_found")} <= seen, usage  # fmt: skip
     for record in caplog.records:
         text = record.getMessage()
         if record.exc_info:

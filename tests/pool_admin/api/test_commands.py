@@ -8,6 +8,7 @@ also checked through a real ``manage.py`` in a child process.
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -23,9 +24,11 @@ from django.core.management import (
 
 from pool_admin import pool as pool_module
 from pool_admin.api.auth import authenticate_key
+from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.models import ApiClient, ApiKey
 from pool_admin.localservices import free_port
 from pool_admin.management.cli import OperatorCommand
+from pool_admin.management.commands.extract import OPERATOR_KEY
 from tests.harness.commands import database_url_of_test_db, manage
 from tests.pool_admin.api.conftest import PROXY_PASSWORD
 
@@ -45,6 +48,7 @@ def run(capsys, monkeypatch):
             code = 0
         except SystemExit as exc:
             code = int(exc.code or 0)
+        flush_usage()  # what the command's process does on its way out (usage.py)
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -60,6 +64,13 @@ def assert_refused(result: tuple[int, str, str], *words: str) -> None:
     assert lines[0].startswith("CommandError: ")
     for word in words:
         assert word in lines[0]
+
+
+def usage_events(err: str) -> list[dict]:
+    """The usage events a command logged (to stderr, as ``... pool_admin.usage: usage {json}``
+    lines)."""
+    lines = usage_lines(err.split("pool_admin.usage: "))
+    return [json.loads(line.removeprefix("usage ")) for line in lines]
 
 
 def plaintext_in(out: str) -> str:
@@ -206,6 +217,25 @@ def test_extract_command_masks_passwords_by_default(run, make_client, seed):
     code, out, _ = run("extract", "crawler-1", "--count", "1", *filters, "--show-passwords")
     assert code == 0 and PROXY_PASSWORD in out
     assert seed.pool.inventory("acme-us") == 1
+
+
+def test_extract_command_emits_usage_events_from_the_cli(run, make_client, seed):
+    seed(n=3)
+    make_client()
+    code, _, err = run("extract", "crawler-1", "--count", "2", "--region", "us")
+    assert code == 0, err
+    [event] = usage_events(err)
+    assert event["event"] == "extract" and event["source"] == "cli"
+    assert event["client"] == "crawler-1" and event["key_prefix"] == OPERATOR_KEY
+    assert event["outcome"] == "ok" and (event["requested"], event["returned"]) == (2, 2)
+    assert event["filters"] == {"region": "us"} and event["idempotent"] is False
+
+    # A refused extract is counted as the client's too, as the API counts it.
+    refused = run("extract", "crawler-1", "--count", "2", "--mode", "all_or_nothing")
+    assert_refused(refused, "insufficient_inventory")
+    [event] = usage_events(refused[2])
+    assert event["source"] == "cli" and event["outcome"] == "insufficient_inventory"
+    assert event["returned"] == 0 and event["mode"] == "all_or_nothing"
 
 
 def test_extract_command_applies_the_clients_rules_and_limits(run, make_client, seed):

@@ -4,15 +4,25 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import time
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
+from django.contrib.contenttypes.models import ContentType
+from django.core.management import call_command
 from django.db import connection
 
+from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
+from activity.clock import ManualClock
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
-from pool_admin.localservices import free_port
+from pool_admin.config.models import ApiClient, ApiKey
+from pool_admin.localservices import free_port, postgres_answers
 from tests.pool_admin.api.conftest import PROXY_PASSWORD, make_seeder
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -76,6 +86,44 @@ def test_idempotent_replay_and_conflict(api, make_client, seed):
     assert extract(client, body).json()["returned"] == 2  # the replay took nothing more
 
 
+def test_the_clients_idempotency_ttl_decides_how_long_a_replay_lives(
+    api, make_client, seed, redis_url, unique_prefix
+):
+    """Each client's idempotency_ttl_s reaches its pool (neither the pool's default of 10
+    minutes nor another client's TTL): within it the same Idempotency-Key replays, after it
+    the key starts a fresh extract."""
+    ids = seed(n=8)
+    clock = ManualClock(datetime.now(UTC))
+    pool_module.reset_pool(redis_url, unique_prefix, clock=clock)  # the API's pools read it
+    short = api(make_client("short", idempotency_ttl_s=60).plaintext)
+    long = api(make_client("long", idempotency_ttl_s=120).plaintext)
+    body, key = {"count": 1, "mode": "partial"}, {"Idempotency-Key": "order-1"}
+
+    def taken(client):
+        response = extract(client, body, **key)
+        assert response.status_code == 200, response.content
+        return response.json()["replayed"], [p["id"] for p in response.json()["proxies"]]
+
+    first_short, first_long = taken(short), taken(long)
+    assert first_short[0] is False and first_long[0] is False
+    clock.advance(timedelta(seconds=59))
+    assert taken(short) == (True, first_short[1])
+    assert taken(long) == (True, first_long[1])
+
+    clock.advance(timedelta(seconds=2))  # 61 s: past the short TTL only
+    fresh_short = taken(short)
+    assert fresh_short[0] is False and fresh_short[1] != first_short[1]
+    assert taken(long) == (True, first_long[1])
+    assert taken(short) == (True, fresh_short[1])  # the fresh extract is the one replayed now
+
+    clock.advance(timedelta(seconds=60))  # 121 s: past the long TTL too
+    fresh_long = taken(long)
+    assert fresh_long[0] is False and fresh_long[1] != first_long[1]
+    handed_out = first_short[1] + first_long[1] + fresh_short[1] + fresh_long[1]
+    assert len(set(handed_out)) == 4 and set(handed_out) <= set(ids)
+    assert seed.pool.inventory("acme-us") == 4
+
+
 def test_all_or_nothing_shortfall_is_409_and_takes_nothing(api, make_client, seed):
     seed(n=2)
     client = api(make_client().plaintext)
@@ -84,6 +132,62 @@ def test_all_or_nothing_shortfall_is_409_and_takes_nothing(api, make_client, see
     )
     assert problem["requested"] == 3 and problem["available"] == 2
     assert extract(client, {"count": 2, "mode": "all_or_nothing"}).json()["returned"] == 2
+
+
+def stock_many(pool, upstream: str, n: int, region: str, carrier: str, first_octet: int) -> None:
+    """``n`` AVAILABLE proxies of ``upstream``, in batches the pool accepts."""
+    now = datetime.now(UTC)
+    batch = pool.options.max_upsert_batch
+    for start in range(0, n, batch):
+        proxies = [
+            FetchedProxy(
+                proxy_id=f"{upstream}-m{i}",
+                unique_key=f"10.{first_octet}.{i // 250}.{i % 250 + 1}:8080",
+                host=f"10.{first_octet}.{i // 250}.{i % 250 + 1}",
+                port=8080,
+                protocol="http",
+                expires_at=now + timedelta(minutes=10),
+                region=region,
+                carrier=carrier,
+            )
+            for i in range(start, min(n, start + batch))
+        ]
+        pool.upsert_fetched(FetchedBatch(upstream, proxies, n, timedelta(seconds=5), now))
+        updates = [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now, 50) for p in proxies]
+        health = pool.options.max_health_batch
+        for h in range(0, len(updates), health):
+            pool.apply_health(updates[h : h + health])
+
+
+def test_scan_budget_exhausted_is_503_with_retry_after_and_takes_nothing(api, make_client, seed):
+    """More candidates than the API's pool may examine, none of them matching: the bounded
+    scan gives up (fail closed), which is neither "not enough proxies" nor a partial answer."""
+    budget = pool_module.get_pool().options.scan_budget  # the API's own pool, as configured
+    # Every candidate of the smallest index (region us, or carrier vz) fails the other filter.
+    stock_many(seed.pool, "acme-us", budget + 2, region="us", carrier="att", first_octet=1)
+    stock_many(seed.pool, "acme-eu", budget + 1, region="eu", carrier="vz", first_octet=2)
+    client = api(make_client().plaintext)
+    warm = extract(client, {"count": 1, "mode": "partial", "filters": {"region": "us"}})
+    assert warm.status_code == 200, warm.content  # the key is cached: direct.py serves now
+    before = {u: seed.pool.inventory(u) for u in ("acme-us", "acme-eu")}
+    assert before == {"acme-us": budget + 1, "acme-eu": budget + 1}
+
+    crossed = {"region": "us", "carrier": "vz"}
+    for mode in ("partial", "all_or_nothing"):
+        body = {"count": 1, "mode": mode, "filters": crossed}
+        response = extract(client, body, **{"Idempotency-Key": "scan-1"})
+        problem = assert_problem(response, 503, "scan_budget_exhausted")
+        assert int(response["Retry-After"]) >= 1
+        assert "proxies" not in problem
+    assert {u: seed.pool.inventory(u) for u in before} == before  # nothing was extracted
+
+    # Nothing was stored under the key either: with a body the pool can answer it is a
+    # first extract, not a conflict with the failed one and not a replay.
+    body = {"count": 1, "mode": "partial", "filters": {"carrier": "vz"}}
+    after = extract(client, body, **{"Idempotency-Key": "scan-1"})
+    assert after.status_code == 200, after.content
+    assert after.json()["replayed"] is False and after.json()["returned"] == 1
+    assert seed.pool.inventory("acme-eu") == budget
 
 
 def test_gateway_reserve_of_the_client_is_kept_back(api, make_client, seed):
@@ -186,6 +290,70 @@ def test_missing_bad_and_revoked_keys_are_401(api, make_client, seed):
     assert_problem(extract(api(other.plaintext)), 401, "unauthenticated")
 
 
+@pytest.fixture
+def key_cache_clock(monkeypatch):
+    """Moves the key cache's clock (``auth._monotonic``) forward by the seconds given."""
+    now = [time.monotonic()]
+    monkeypatch.setattr(auth, "_monotonic", lambda: now[0])
+
+    def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    return advance
+
+
+@pytest.mark.parametrize("withdraw", ["revoke the key", "disable the client"])
+def test_a_withdrawn_key_works_until_its_cache_entry_expires(
+    api, make_client, seed, key_cache_clock, withdraw
+):
+    """No clear_cache(): the verified key's cache entry lives CACHE_TTL, then PostgreSQL's
+    answer (revoked, or client disabled) takes effect."""
+    seed(n=4)
+    c = make_client()
+    client = api(c.plaintext)
+    assert extract(client, {"count": 1, "mode": "partial"}).status_code == 200  # now cached
+    if withdraw == "revoke the key":
+        c.key.revoke()
+    else:
+        c.row.enabled = False
+        c.row.save()
+
+    ttl = auth.CACHE_TTL.total_seconds()
+    key_cache_clock(ttl - 0.5)
+    cached = extract(client, {"count": 1, "mode": "partial"})
+    assert cached.status_code == 200, cached.content
+    assert cached.json()["returned"] == 1
+    key_cache_clock(1.0)  # past the entry's TTL
+    assert_problem(extract(client, {"count": 1, "mode": "partial"}), 401, "unauthenticated")
+    assert auth.cached_principal(c.plaintext) is None  # a refused key is not cached either
+    assert seed.pool.inventory("acme-us") == 2
+
+
+def test_the_key_cache_never_holds_more_than_its_bound(api, make_client, seed):
+    seed(n=4)
+    bound = auth.CACHE_SIZE
+    assert auth._cache.maxsize == bound
+    # Keys verified a moment ago fill the cache to two short of its bound. They are put in
+    # as the cache holds them (fingerprint -> principal): verifying that many keys through
+    # PostgreSQL would take most of a minute.
+    earlier = auth.principal_for_client(make_client("earlier").row, "earlier")
+    with auth._cache_lock:
+        for n in range(bound - 2):
+            auth._cache[f"{n:064x}"] = earlier
+    assert len(auth._cache) == bound - 2
+
+    # Four more distinct keys, verified through the API, take it past its bound.
+    keys = [make_client(f"crawler-{n}").plaintext for n in range(4)]
+    for plaintext in keys:
+        response = extract(api(plaintext), {"count": 1, "mode": "partial"})
+        assert response.status_code == 200, response.content
+        assert len(auth._cache) <= bound
+    assert len(auth._cache) == bound
+    assert all(auth.cached_principal(k) is not None for k in keys)  # the newest are kept
+    assert f"{0:064x}" not in auth._cache and f"{1:064x}" not in auth._cache  # the oldest went
+    assert f"{2:064x}" in auth._cache
+
+
 def test_a_cached_key_needs_no_database(api, make_client, seed, django_assert_num_queries):
     seed(n=3)
     client = api(make_client().plaintext)
@@ -224,6 +392,74 @@ def test_postgres_unreachable_still_serves_a_recently_seen_key(api, make_client,
     problem = assert_problem(refused, 503, "store_unavailable")
     assert refused["Retry-After"]
     assert "pg-pw-x" not in refused.content.decode() and unseen.plaintext not in str(problem)
+
+
+@contextmanager
+def default_database_on(cluster):
+    """Django's ``default`` connection on ``cluster``'s ``postgres`` database, migrated there,
+    for the block; the test database's settings and a fresh connection to it afterwards."""
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict.update(
+        HOST="127.0.0.1", PORT=str(cluster.port), NAME="postgres", USER="postgres", PASSWORD=""
+    )
+    try:
+        call_command("migrate", verbosity=0, interactive=False)
+        yield
+    finally:
+        connection.close()
+        connection.settings_dict.clear()
+        connection.settings_dict.update(saved)
+        ContentType.objects.clear_cache()  # it holds the private database's IDs
+
+
+def stop_immediately(cluster) -> None:
+    """``pg_ctl stop -m immediate``: SIGQUIT to the postmaster, which ends every backend at once
+    (no checkpoint, open connections dropped), as a crashed or killed server would."""
+    pid = cluster.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGQUIT)
+    deadline = time.monotonic() + 10
+    while cluster.pid is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cluster.pid is None, "the postmaster did not quit"
+
+
+@pytest.mark.fault
+@pytest.mark.django_db(transaction=True)
+def test_postgres_stopped_under_the_api_still_serves_a_recently_seen_key(
+    api, private_postgres, seed
+):
+    """A real PostgreSQL stops under the API (immediate shutdown, with the API's connection to
+    it open): a key verified a moment ago is still served from the key cache, while a key that
+    would need PostgreSQL is a clear 503, never a 500."""
+    seed(n=4)
+    cluster = private_postgres()
+    with default_database_on(cluster):
+        row = ApiClient.objects.create(name="crawler-1")
+        _, seen = ApiKey.objects.issue(row)
+        _, unseen = ApiKey.objects.issue(row)  # valid, but never verified: not in the cache
+        first = extract(api(seen), {"count": 1, "mode": "partial"})
+        assert first.status_code == 200, first.content
+        assert connection.connection is not None  # the connection the API used stays open
+
+        stop_immediately(cluster)
+        assert not postgres_answers(cluster.url())
+        served = extract(api(seen), {"count": 1, "mode": "partial"})
+        refused = extract(api(unseen), {"count": 1, "mode": "partial"})
+        again = extract(api(seen), {"count": 1, "mode": "partial"})
+        # Once more on the connection now known to be broken: still a 503, not a 500.
+        refused_again = extract(api(unseen), {"count": 1, "mode": "partial"})
+
+    assert served.status_code == 200, served.content
+    assert served.json()["returned"] == 1 and served.json()["proxies"]
+    problem = assert_problem(refused, 503, "store_unavailable")
+    assert int(refused["Retry-After"]) >= 1
+    assert unseen not in refused.content.decode() and str(cluster.port) not in str(problem)
+    assert again.status_code == 200 and again.json()["returned"] == 1  # the failure broke nothing
+    assert_problem(refused_again, 503, "store_unavailable")
+    taken = [p["id"] for r in (first, served, again) for p in r.json()["proxies"]]
+    assert len(set(taken)) == 3
 
 
 @pytest.mark.fault
@@ -272,6 +508,7 @@ def test_usage_event_once_per_extract_and_no_secret_in_logs(api, make_client, se
     flush_usage()  # events are written in batches
     usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
     assert len(usage) == 2
+    assert all('"source":"api"' in line for line in usage)  # manage.py extract's say "cli"
     assert '"outcome":"ok"' in usage[0]
     assert '"returned":2' in usage[0]
     assert '"outcome":"insufficient_inventory"' in usage[1]
