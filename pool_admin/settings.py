@@ -245,8 +245,7 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {
         "stderr": {
-            "class": "logging.StreamHandler",
-            "stream": "ext://sys.stderr",
+            "class": "pool_admin.logstream.CurrentStderrHandler",
             "formatter": "plain",
             "filters": ["redact"],
         }

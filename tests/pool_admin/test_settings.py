@@ -1,6 +1,9 @@
 """Settings fail fast on bad configuration, naming the variable and hiding passwords."""
 
+import io
+import logging
 import os
+import sys
 from urllib.parse import urlsplit
 
 import pytest
@@ -88,3 +91,29 @@ def test_celery_app_reads_django_settings():
     assert app.conf.beat_scheduler == "django_celery_beat.schedulers:DatabaseScheduler"
     app.loader.import_default_modules()  # what a worker does at start: task autodiscovery
     assert "pool_admin.heartbeat" in app.tasks
+
+
+def test_logs_go_to_the_standard_error_of_the_moment(monkeypatch):
+    """Logging configured while sys.stderr was a stand-in (as every in-process management
+    command configures it) must not keep writing to that stand-in once it is closed: each
+    write would fail and print a traceback, from whatever thread logged (pool_admin/logstream.py
+    says why that once broke an unrelated test)."""
+    from django.utils.log import configure_logging
+
+    logger = logging.getLogger("pool_admin.test_logstream")
+    stand_in = io.StringIO()
+    try:
+        with monkeypatch.context() as patched:
+            patched.setattr(sys, "stderr", stand_in)
+            configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
+            logger.warning("while captured")
+        assert "while captured" in stand_in.getvalue()
+        stand_in.close()
+        now = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", now)
+        logger.warning("after the stand-in closed")
+        assert "after the stand-in closed" in now.getvalue()
+        assert "Logging error" not in now.getvalue()
+    finally:
+        monkeypatch.undo()
+        configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
