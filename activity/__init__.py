@@ -20,6 +20,7 @@ from activity.credentials import (
 from activity.memory import MemoryPool
 from activity.types import (
     Assignment,
+    CallQuota,
     DrainStatus,
     DrainTicket,
     ExtractedProxy,
@@ -62,6 +63,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Assignment",
+    "CallQuota",
     "Clock",
     "Credential",
     "CredentialResolver",

@@ -23,6 +23,7 @@ from activity.hosts import normalize_host
 from activity.types import (
     HEALTH_STATES,
     PROTOCOLS,
+    CallQuota,
     ExtractFilters,
     ExtractMode,
     ExtractRequest,
@@ -419,6 +420,34 @@ class PreparedExtract:
     replay_kind: str | None
     replay_digest: str | None
     request_digest: str
+    quota: PreparedQuota | None = None
+
+
+#: Largest limit of a CallQuota (units per window) and its longest window.
+QUOTA_MAX_UNITS = 10_000_000
+QUOTA_MAX_WINDOW_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedQuota:
+    calls: int
+    call_window_ms: int
+    proxies: int
+    proxy_window_ms: int
+
+
+def prepare_quota(value: object) -> PreparedQuota | None:
+    if value is None:
+        return None
+    if not isinstance(value, CallQuota):
+        raise InvalidRequest("quota must be a CallQuota")
+    limits = {"quota.calls": value.calls, "quota.proxies": value.proxies}
+    calls, proxies = (count(v, k, low=1, high=QUOTA_MAX_UNITS) for k, v in limits.items())
+    windows = {"quota.call_window": value.call_window, "quota.proxy_window": value.proxy_window}
+    call_window, proxy_window = (
+        duration_ms(v, k, minimum=1, maximum=QUOTA_MAX_WINDOW_MS) for k, v in windows.items()
+    )
+    return PreparedQuota(calls, call_window, proxies, proxy_window)
 
 
 FILTER_DIMENSIONS = ("upstream", "region", "carrier", "protocol")
@@ -477,6 +506,7 @@ def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
         replay_kind=kind,
         replay_digest=replay,
         request_digest=request_digest,
+        quota=prepare_quota(request.quota),
     )
 
 

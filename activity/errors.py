@@ -75,6 +75,21 @@ class InsufficientInventory(ActivityError):
         self.available = available
 
 
+class QuotaExceeded(ActivityError):
+    """A client's rate limit (``CallQuota``) has no room for this call (``reason``:
+    ``QUOTA_REASONS``). A refused extract changed nothing but, when its proxies were refused,
+    the call unit it took."""
+
+    code = "quota_exceeded"
+
+    def __init__(self, message: str, *, reason: str, retry_after_ms: int, left: int) -> None:
+        super().__init__(message, reason=reason)
+        #: Milliseconds until the refused units would fit if nothing else were taken.
+        self.retry_after_ms = retry_after_ms
+        #: Units of the refused limit still free now.
+        self.left = left
+
+
 class OwnershipConflict(ActivityError):
     """An ownership operation does not match the proxy's current state or assignment."""
 
@@ -135,6 +150,12 @@ OWNERSHIP_REASONS = (
     "not_draining",  # acknowledge_drain before begin_drain
 )
 
+#: Reasons carried by :class:`QuotaExceeded`: which limit refused.
+QUOTA_REASONS = (
+    "calls",  # CallQuota.calls: the call itself (nothing taken)
+    "proxies",  # CallQuota.proxies: count more do not fit (the call's unit stays taken)
+)
+
 #: Reasons carried by :class:`ReportRejected`.
 REPORT_REASONS = (
     "snapshot_mismatch",  # version/epoch differ from the session's ACKed snapshot
@@ -168,6 +189,7 @@ _ALL_ERRORS: tuple[type[ActivityError], ...] = (
     ScanBudgetExhausted,
     IdempotencyConflict,
     InsufficientInventory,
+    QuotaExceeded,
     OwnershipConflict,
     SessionFenced,
     SessionExpired,

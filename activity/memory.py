@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from activity import _quota
 from activity import _validation as v
 from activity._time import from_ms, span_ms
 from activity._zset import ZSet
@@ -28,8 +29,10 @@ from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
     InvalidBatch,
+    InvalidRequest,
     OutcomeRejected,
     OwnershipConflict,
+    QuotaExceeded,
     ReportRejected,
     ScanBudgetExhausted,
     SessionExpired,
@@ -40,6 +43,7 @@ from activity.types import (
     EVERY_HOST,
     MANAGED_STATES,
     Assignment,
+    CallQuota,
     DrainStatus,
     DrainTicket,
     ExtractedProxy,
@@ -67,6 +71,8 @@ from activity.types import (
 )
 
 _K = TypeVar("_K", str, tuple[str, str])
+#: Quota counters kept before the ones two windows old are first dropped (Redis expires them).
+_MAX_QUOTA_COUNTERS = 10_000
 _TERMINAL = (ProxyState.EXTRACTED, ProxyState.REMOVED)
 _MAX_REPORTED_IDS = 20  # a rejected report names at most this many offending proxies
 
@@ -205,6 +211,9 @@ class MemoryPool:
         self._outcomes: dict[str, _Outcome] = {}
         self._quarantine: dict[str, dict[str, int]] = {}  # exit digest -> host -> until ms
         self._quarantine_expiry = ZSet()  # "<exit digest>|<host>" -> until ms
+        # CallQuota counters: (client, "calls"/"proxies", limit, window ms) -> window.
+        self._quotas: dict[tuple[str, str, int, int], _quota.Window] = {}
+        self._quota_prune_at = _MAX_QUOTA_COUNTERS
 
     # ------------------------------------------------------------------ time
     def _now(self) -> int:
@@ -507,10 +516,22 @@ class MemoryPool:
             check_deadline()
             now = self._now()
             kind, digest = prepared.replay_kind, prepared.replay_digest
+            quota = prepared.quota
+            stored: object = None
+            conflict: IdempotencyConflict | None = None
             if kind is not None and digest is not None:
-                stored = self._replayed(kind, digest, prepared.request_digest, now)
-                if isinstance(stored, ExtractResult):
-                    return ExtractResult(stored.proxies, stored.requested, replayed=True)
+                try:
+                    stored = self._replayed(kind, digest, prepared.request_digest, now)
+                except IdempotencyConflict as exc:
+                    conflict = exc
+            if quota is not None:  # every call takes its unit: a replay's, a conflict's too
+                self._take_quota(prepared.client_id, quota, "calls", now, 1)
+            if conflict is not None:
+                raise conflict
+            if isinstance(stored, ExtractResult):  # a replay hands out no new proxy
+                return ExtractResult(stored.proxies, stored.requested, replayed=True)
+            if quota is not None:  # count more must fit; only what is returned is charged
+                self._quota_room(prepared.client_id, quota, "proxies", now, prepared.count)
             self._clean_expired(now, self.options.clean_budget)
             selected = self._select(prepared, now)
             proxies = []
@@ -520,6 +541,8 @@ class MemoryPool:
                     rec.extracted_by = prepared.client_id
                 proxies.append(_extracted(rec))
             result = ExtractResult(tuple(proxies), prepared.count)
+            if quota is not None and proxies:
+                self._take_quota(prepared.client_id, quota, "proxies", now, len(proxies))
             if kind is not None and digest is not None:
                 ttl = self.options.idempotency_ttl if kind == "idem" else self.options.operation_ttl
                 expires = now + span_ms(ttl)
@@ -527,6 +550,54 @@ class MemoryPool:
                     expires = min(expires, min(rec.expires_ms for rec in selected))
                 self._store_replay(kind, digest, prepared.request_digest, result, expires)
             return result
+
+    # ------------------------------------------------------------------ CallCounter
+    def charge_call(self, client_id: str, quota: CallQuota) -> None:
+        client = v.text(client_id, "client_id", self.options)
+        prepared = v.prepare_quota(quota)
+        if prepared is None:
+            raise InvalidRequest("charge_call takes a CallQuota")
+        with self._lock:
+            check_deadline()
+            self._take_quota(client, prepared, "calls", self._now(), 1)
+
+    def _quota_counter(
+        self, client: str, quota: v.PreparedQuota, limit: str
+    ) -> tuple[tuple[str, str, int, int], int, int]:
+        if limit == "calls":
+            units, window = quota.calls, quota.call_window_ms
+        else:
+            units, window = quota.proxies, quota.proxy_window_ms
+        return (client, limit, units, window), units, window
+
+    def _quota_room(
+        self, client: str, quota: v.PreparedQuota, limit: str, now: int, cost: int
+    ) -> _quota.Window:
+        """The counter with ``cost`` more units, or ``QuotaExceeded`` (nothing stored)."""
+        key, units, window = self._quota_counter(client, quota, limit)
+        after = _quota.take(self._quotas.get(key), now, units, window, cost)
+        if isinstance(after, _quota.Refusal):
+            raise QuotaExceeded(
+                f"quota_exceeded: {limit}",
+                reason=limit,
+                retry_after_ms=after.wait_ms,
+                left=after.left,
+            )
+        return after
+
+    def _take_quota(
+        self, client: str, quota: v.PreparedQuota, limit: str, now: int, cost: int
+    ) -> None:
+        key = self._quota_counter(client, quota, limit)[0]
+        self._quotas[key] = self._quota_room(client, quota, limit, now, cost)
+        if len(self._quotas) > self._quota_prune_at:
+            # Drop counters that no longer count (two windows old), as Redis expires them. The
+            # next prune waits until the live ones have doubled: at most twice the live counters
+            # (and _MAX_QUOTA_COUNTERS) are kept, at an amortized constant cost per charge.
+            stale = [k for k, w in self._quotas.items() if w.index < now // k[3] - 1]
+            for k in stale:
+                del self._quotas[k]
+            self._quota_prune_at = max(_MAX_QUOTA_COUNTERS, 2 * len(self._quotas))
 
     def _select(self, req: v.PreparedExtract, now: int) -> list[_Record]:
         names = [("available", ""), *req.filters]

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from activity.types import (
     Assignment,
+    CallQuota,
     DrainStatus,
     DrainTicket,
     ExtractRequest,
@@ -50,6 +51,14 @@ class InventoryReader(Protocol):
 
 class ExtractionStore(Protocol):
     def extract(self, request: ExtractRequest) -> ExtractResult: ...
+
+
+class CallCounter(Protocol):
+    """A client's ``CallQuota`` outside an extract (an extract checks and charges its own)."""
+
+    def charge_call(self, client_id: str, quota: CallQuota) -> None:
+        """Take one call unit, or raise ``QuotaExceeded`` (reason ``calls``, nothing taken)."""
+        ...
 
 
 class OwnershipRepository(Protocol):
@@ -132,6 +141,7 @@ class ActivityPool(
     HealthStore,
     InventoryReader,
     ExtractionStore,
+    CallCounter,
     OwnershipRepository,
     SessionWriter,
     ReportWriter,

@@ -183,6 +183,24 @@ class ExtractFilters:
 
 
 @dataclass(frozen=True, slots=True)
+class CallQuota:
+    """A client's two rate limits, counted by the pool in the same atomic step as its extract.
+
+    Each is a sliding window counter: the count at a moment is the current window's units plus
+    the previous window's, weighted by how much of it still overlaps the last window length
+    (rounded down). ``calls``: every call takes one unit (an extract, also one the pool refuses,
+    and :meth:`~activity.ports.CallCounter.charge_call`). ``proxies``: the proxies extracts
+    returned; an extract is refused unless ``count`` more fit. A limit's count starts afresh when
+    the limit or its window changes.
+    """
+
+    calls: int
+    proxies: int
+    call_window: timedelta = timedelta(seconds=1)
+    proxy_window: timedelta = timedelta(minutes=1)
+
+
+@dataclass(frozen=True, slots=True)
 class ExtractRequest:
     client_id: str
     count: int
@@ -197,6 +215,8 @@ class ExtractRequest:
     min_remaining: timedelta | None = None
     #: Matching proxies to leave in the pool for gateway workers.
     reserve_for_gateway: int = 0
+    #: The client's rate limits, checked and charged atomically with the extract; None: none.
+    quota: CallQuota | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,16 @@
 --          neither a key nor a request ID: nothing to replay, nothing stored)
 -- ARGV[12] request digest   ARGV[13] replay TTL ms (capped here by the earliest hard expiry)
 -- ARGV[14] nonce of this call (its own low-level retry is not a replay to the caller)
+-- ARGV[15] the client's CallQuota as JSON {calls, call_window, proxies, proxy_window} (windows
+--          in ms), or "" for none: every call takes one call unit first, once (a replay and a
+--          conflict too; not this call's own retry); count more proxies must fit; the returned
+--          are charged
 -- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON array], requested}}}
--- Errors: idempotency_conflict, scan_budget_exhausted (never reported as "not enough"),
+-- Errors: quota_exceeded (reason calls or proxies) {retry_after_ms, left}: nothing changed but
+--         the call unit of a call refused for its proxies; idempotency_conflict,
+--         scan_budget_exhausted (never reported as "not enough"),
 --         insufficient_inventory {requested, available}, layout_mismatch
-assert(#KEYS == 1 and #ARGV == 14, 'extract: arity')
+assert(#KEYS == 1 and #ARGV == 15, 'extract: arity')
 local now, client, count, mode = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3]), ARGV[4]
 local filters = cjson.decode(ARGV[5])
 local max_age, min_remaining, reserve = tonum(ARGV[6]), tonum(ARGV[7]), tonum(ARGV[8])
@@ -19,15 +25,41 @@ local budget, clean_budget = tonum(ARGV[9]), tonum(ARGV[10])
 local replay_key, request_digest, replay_ttl = ARGV[11], ARGV[12], tonum(ARGV[13])
 if replay_key ~= '' then replay_key = k(replay_key) end
 local nonce = ARGV[14]
+local quota = nil
+if ARGV[15] ~= '' then quota = cjson.decode(ARGV[15]) end
 
--- 1. idempotency: the same key and request replay; another request under it conflicts
+-- 1. idempotency: the same key and request replay; another request under it conflicts.
+-- 0. The client's call unit is taken first, once per call: this call's own low-level retry
+-- (same nonce) finds either its stored result or, when the first attempt stored none (a
+-- replay, a refusal after the unit), the marker `done` leaves, and is not charged again.
 local function reply(result_json, replayed)
   return '{"ok":{"replayed":' .. tostring(replayed) .. ',"result":' .. result_json .. '}}'
 end
+local stored, replayed = nil, false
 if replay_key ~= '' then
-  local stored, replayed = replay(replay_key, request_digest, now, nonce)
-  if stored == false then return fail('idempotency_conflict') end
-  if stored then return reply(stored, replayed) end
+  stored, replayed = replay(replay_key, request_digest, now, nonce)
+  if stored and not replayed then return reply(stored, false) end
+end
+local mark = nil -- the marker to leave: a unit taken by a retry-safe call
+if quota then
+  local charged = nil
+  if replay_key ~= '' then charged = k('quota-charged:' .. nonce) end
+  if not (charged and redis.call('EXISTS', charged) == 1) then
+    local refused = quota_take(client, quota, 'calls', now, 1)
+    if refused then return refused end
+    mark = charged
+  end
+end
+-- `answer`, leaving the marker of the unit taken when no result is stored under the nonce.
+local function done(answer)
+  if mark then redis.call('SET', mark, '1', 'PX', QUOTA_RETRY_MARK_MS) end
+  return answer
+end
+if stored == false then return done(fail('idempotency_conflict')) end
+if stored then return done(reply(stored, true)) end
+if quota then
+  local refused = quota_take(client, quota, 'proxies', now, count, true)
+  if refused then return done(refused) end
 end
 
 clean_expired(now, clean_budget)
@@ -75,13 +107,13 @@ while scanned < budget and scanned < above and #matches < need do
   page = page * 2
 end
 if #matches < need and above > budget then
-  return fail('scan_budget_exhausted')
+  return done(fail('scan_budget_exhausted'))
 end
 
 -- 4./5. keep the gateway reserve back; partial or all-or-nothing
 local take = math.min(count, math.max(0, #matches - reserve))
 if mode == 'all_or_nothing' and take < count then
-  return fail('insufficient_inventory', nil, {requested = count, available = take})
+  return done(fail('insufficient_inventory', nil, {requested = count, available = take}))
 end
 
 -- 6./7. AVAILABLE -> EXTRACTED, inventory down, the replay stored
@@ -95,6 +127,9 @@ for i = 1, take do
   track_end(pid, t, rec.u, rec, nil)
   proxies[i] = hget(R, pid)
   if earliest == nil or rec.e < earliest then earliest = rec.e end
+end
+if quota and take > 0 then
+  assert(quota_take(client, quota, 'proxies', now, take) == nil, 'extract: quota checked above')
 end
 local result = '{"proxies":[' .. table.concat(proxies, ',') .. '],"requested":' .. count .. '}'
 if replay_key ~= '' then

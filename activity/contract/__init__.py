@@ -21,6 +21,7 @@ from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
 from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
+from activity.contract.quota import TestQuota, TestQuotaInput
 from activity.contract.runtime import TestRuntimeInput, TestWorkerRuntime
 from activity.contract.slots import TestSlots
 from activity.contract.sweep import TestSweep
@@ -39,6 +40,8 @@ __all__ = [
     "TestOutcomeInput",
     "TestOwnership",
     "TestOwnershipInput",
+    "TestQuota",
+    "TestQuotaInput",
     "TestRuntimeInput",
     "TestSlots",
     "TestSweep",

@@ -6,8 +6,11 @@ import threading
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
+
 from activity.contract.harness import PoolFactory, ids
-from activity.errors import OwnershipConflict
+from activity.errors import OwnershipConflict, QuotaExceeded
+from activity.types import CallQuota, ExtractResult
 
 MIN = timedelta(minutes=1)
 ROUNDS = 100
@@ -47,6 +50,24 @@ class TestConcurrency:
             assert len(handed) == len(set(handed))
             assert set(handed) <= set(stock)
             assert before - h.pool.inventory("u1") == len(handed) == 40
+
+    def test_concurrent_extracts_never_go_over_a_quota_together(self, make_pool: PoolFactory):
+        """One client's calls racing: the proxies limit holds exactly, every call is counted."""
+        h = make_pool()
+        h.stock(*[f"p{i}" for i in range(200)])
+        rounds = 5
+        quota = CallQuota(calls=rounds * THREADS + 5, proxies=100)
+        handed: list[str] = []
+        for _ in range(rounds):
+            results = _together([lambda: h.take(3, quota=quota) for _ in range(THREADS)])
+            handed += [pid for r in results if not isinstance(r, Exception) for pid in ids(r)]
+            assert all(isinstance(r, QuotaExceeded | ExtractResult) for r in results), results
+        assert len(handed) == len(set(handed)) == 99  # 33 extracts of 3 fit in 100, not one more
+        # Every call took its unit (a refused one too): 5 calls are left, not one more.
+        for _ in range(5):
+            h.pool.charge_call("c1", quota)
+        with pytest.raises(QuotaExceeded):
+            h.pool.charge_call("c1", quota)
 
     def test_assign_and_extract_racing_for_one_proxy(self, make_pool: PoolFactory):
         """Worker 所有权: assign and extract racing for one proxy: exactly one wins."""

@@ -26,6 +26,7 @@ from activity.errors import InvalidBatch, InvalidRequest
 from activity.redis._scripts import Scripts
 from activity.types import (
     Assignment,
+    CallQuota,
     DrainStatus,
     DrainTicket,
     ExtractedProxy,
@@ -82,6 +83,11 @@ class RedisPool:
 
     def _now(self) -> int:
         return v.aware_ms(self._clock.now(), "clock")
+
+    def close(self) -> None:
+        """Close the pool's own connections (a copy of the given client's settings; the given
+        client is the caller's to close)."""
+        self._client.connection_pool.disconnect()
 
     # ------------------------------------------------------------------ Upserter
     def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult:
@@ -177,11 +183,20 @@ class RedisPool:
             req.request_digest,
             span_ms(ttl),
             uuid.uuid4().hex,
+            _quota(req.quota),
             retry_safe=bool(replay),
         )
         result = reply["result"]
         proxies = tuple(_extracted(p) for p in _list(result["proxies"]))
         return ExtractResult(proxies, int(result["requested"]), replayed=bool(reply["replayed"]))
+
+    # ------------------------------------------------------------------ CallCounter
+    def charge_call(self, client_id: str, quota: CallQuota) -> None:
+        client = v.text(client_id, "client_id", self.options)
+        prepared = v.prepare_quota(quota)
+        if prepared is None:
+            raise InvalidRequest("charge_call takes a CallQuota")
+        self._scripts.call("charge_call", self._now(), client, _quota(prepared))
 
     # ------------------------------------------------------------------ OwnershipRepository
     def _lease_ms(self, ttl: object) -> int:
@@ -404,6 +419,16 @@ def _bounded(client: redis.Redis, timeout: timedelta) -> redis.Redis:
         **kwargs,
     )
     return redis.Redis(connection_pool=pool)
+
+
+def _quota(quota: v.PreparedQuota | None) -> str:
+    """extract.lua's and charge_call.lua's quota argument ("" for none)."""
+    if quota is None:
+        return ""
+    return (
+        f'{{"calls":{quota.calls},"call_window":{quota.call_window_ms},'
+        f'"proxies":{quota.proxies},"proxy_window":{quota.proxy_window_ms}}}'
+    )
 
 
 def _list(value: Any) -> list[Any]:

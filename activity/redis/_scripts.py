@@ -26,6 +26,7 @@ from activity.errors import (
     ActivityError,
     InsufficientInventory,
     LayoutMismatch,
+    QuotaExceeded,
     ReportRejected,
     StoreUnavailable,
 )
@@ -54,6 +55,7 @@ SCRIPT_NAMES = (
     "sweep",
     "report_outcome",
     "quarantine_of",
+    "charge_call",
 )
 
 _TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
@@ -188,6 +190,13 @@ def _decode(name: str, raw: Any) -> Any:
     if cls is InsufficientInventory:
         return_error: ActivityError = InsufficientInventory(
             message, requested=int(reply["requested"]), available=int(reply["available"])
+        )
+    elif cls is QuotaExceeded:
+        return_error = QuotaExceeded(
+            message,
+            reason=str(reason),
+            retry_after_ms=int(reply["retry_after_ms"]),
+            left=int(reply["left"]),
         )
     elif cls is ReportRejected:
         ids = reply.get("proxy_ids") or []

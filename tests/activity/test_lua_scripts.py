@@ -53,12 +53,13 @@ def test_refusal_reasons_are_the_shared_reason_codes():
     from activity.errors import (
         OUTCOME_REASONS,
         OWNERSHIP_REASONS,
+        QUOTA_REASONS,
         REPORT_REASONS,
         SNAPSHOT_REASONS,
     )
 
     allowed = set(OWNERSHIP_REASONS) | set(REPORT_REASONS) | set(SNAPSHOT_REASONS)
-    allowed |= set(OUTCOME_REASONS)
+    allowed |= set(OUTCOME_REASONS) | set(QUOTA_REASONS)
     for name in SCRIPT_NAMES:
         for reason in re.findall(r"fail\('[a-z_]+', '([^']*)'", script_source(name)):
             assert reason in allowed, f"{name}.lua: {reason!r}"

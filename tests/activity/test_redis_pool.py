@@ -18,6 +18,7 @@ import redis.backoff
 import redis.retry
 
 from activity import (
+    CallQuota,
     ExtractMode,
     ExtractRequest,
     FetchedBatch,
@@ -31,7 +32,14 @@ from activity import (
     RedisPool,
     StaticCredentials,
 )
-from activity.errors import LayoutMismatch, OwnershipConflict, StoreUnavailable
+from activity.errors import (
+    IdempotencyConflict,
+    InsufficientInventory,
+    LayoutMismatch,
+    OwnershipConflict,
+    QuotaExceeded,
+    StoreUnavailable,
+)
 from tests.harness.netfault import CuttingRelay
 
 MIN = timedelta(minutes=1)
@@ -97,6 +105,63 @@ def test_a_reply_lost_after_commit_is_answered_by_the_retry(relay):
     relay.cut_next_reply()
     with pytest.raises(StoreUnavailable):  # no key, no request ID: not retried blindly
         pool.extract(ExtractRequest("c1", 1))
+
+
+@pytest.fixture
+def relayed_pool(relay):
+    """A pool behind the relay, its connections closed at the end."""
+    pool, clock = _pool(relay.url)
+    yield pool, clock
+    pool.close()
+
+
+def test_an_extract_retried_after_a_lost_reply_is_charged_once(relay, relayed_pool):
+    """The retry of an extract whose reply was lost takes no second call unit and no second
+    proxies: the quota is charged by the call that committed (extract.lua, step 0)."""
+    pool, clock = relayed_pool
+    _stock(pool, clock.now(), 4)
+    quota = CallQuota(calls=2, proxies=3)
+    relay.cut_next_reply()
+    got = pool.extract(ExtractRequest("c1", 2, request_id="req-q", quota=quota))
+    assert relay.cuts == 1 and got.returned == 2 and not got.replayed
+    assert pool.extract(ExtractRequest("c1", 1, request_id="req-r", quota=quota)).returned == 1
+    with pytest.raises(QuotaExceeded) as refused:  # 2 calls and 3 proxies: both used up once
+        pool.extract(ExtractRequest("c1", 1, request_id="req-s", quota=quota))
+    assert refused.value.reason == "calls"
+
+
+@pytest.mark.parametrize("first_answer", ["replay", "conflict", "shortfall", "over proxies"])
+def test_a_retried_call_that_stored_no_result_is_charged_once(relay, relayed_pool, first_answer):
+    """An extract whose first attempt committed a call unit but stored no result under its
+    nonce (a replay, a conflict, a refusal): its retry after the lost reply takes no second."""
+    pool, clock = relayed_pool
+    _stock(pool, clock.now(), 2)
+    quota = CallQuota(calls=3, proxies=3)
+    pool.extract(ExtractRequest("c1", 1, idempotency_key="k", quota=quota))  # call 1
+    aon = ExtractMode.ALL_OR_NOTHING
+    request, answer = {
+        "replay": (ExtractRequest("c1", 1, idempotency_key="k", quota=quota), None),
+        "conflict": (
+            ExtractRequest("c1", 2, idempotency_key="k", quota=quota),
+            IdempotencyConflict,
+        ),
+        "shortfall": (
+            ExtractRequest("c1", 2, aon, quota=quota, request_id="s"),
+            InsufficientInventory,
+        ),
+        "over proxies": (ExtractRequest("c1", 3, quota=quota, request_id="o"), QuotaExceeded),
+    }[first_answer]
+    relay.cut_next_reply()
+    if answer is None:
+        assert pool.extract(request).replayed  # call 2, its reply lost, then retried
+    else:
+        with pytest.raises(answer):
+            pool.extract(request)
+    assert relay.cuts == 1
+    pool.charge_call("c1", quota)  # call 3: still fits, so call 2 was counted once
+    with pytest.raises(QuotaExceeded) as refused:
+        pool.charge_call("c1", quota)
+    assert refused.value.reason == "calls"
 
 
 def test_a_retried_upsert_keeps_chunks_by_input_position(relay):
