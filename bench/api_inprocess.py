@@ -9,9 +9,10 @@ What ``bench/api.py`` cannot tell apart: it calls, in this process, in a loop, e
   ``django_application`` (Django's handler alone) with the request the benchmark's clients send
   (``POST /api/v1/extract {"count": 1, "mode": "partial"}``, a cached key), also from 2 threads
   at once as granian's two threads per worker run it;
-* ``perform_extract`` (limits, validation, the pool, the usage event), ``RedisPool.extract`` and
-  the rate limiter's ``take`` alone; and direct.py's own part (the extract replaced by a
-  constant answer);
+* ``perform_extract`` (validation, the pool with the client's limits, the usage event),
+  ``RedisPool.extract`` (with the client's ``CallQuota``, as perform_extract calls it) and
+  ``RedisPool.charge_call`` alone (a round trip that only takes a call unit); and direct.py's
+  own part (the extract replaced by a constant answer);
 
 and prints the CPU time of this process per call (all its threads: the usage writer's too; its
 usage lines go to stderr, ``2>/dev/null`` hides them).
@@ -95,7 +96,7 @@ def measure(n: int, key: str) -> None:
     from pool_admin.api import direct
     from pool_admin.api.auth import cached_principal
     from pool_admin.api.extracting import perform_extract
-    from pool_admin.api.ratelimit import get_limiter
+    from pool_admin.api.ratelimit import quota_of
     from pool_admin.pool import get_pool
     from pool_admin.wsgi import application, django_application
 
@@ -136,7 +137,7 @@ def measure(n: int, key: str) -> None:
     principal = cached_principal(key)
     assert principal is not None
     pool = get_pool(principal.idempotency_ttl)
-    limiter = get_limiter()
+    quota = quota_of(principal)
 
     def pool_extract() -> None:
         pool.extract(
@@ -146,6 +147,7 @@ def measure(n: int, key: str) -> None:
                 mode=ExtractMode.PARTIAL,
                 filters=ExtractFilters(),
                 request_id=uuid.uuid4().hex,
+                quota=quota,
             )
         )
 
@@ -156,7 +158,7 @@ def measure(n: int, key: str) -> None:
         ("Django's handler alone", via(django_application), 1),
         ("perform_extract", lambda: perform_extract(principal, {"count": 1, "mode": "partial"}), 1),
         ("RedisPool.extract", pool_extract, 1),
-        ("rate limiter take", lambda: limiter.take(principal, 1), 1),
+        ("RedisPool.charge_call", lambda: pool.charge_call(principal.client_id, quota), 1),
     ]
     print(f"{n:,} calls each; CPU µs per call of this process (all threads)")
     for label, call, threads in rows:

@@ -75,6 +75,8 @@ def reset_pool(
     with ``clock`` (tests), they read that clock instead of the system's."""
     global _client, _override, _clock
     with _lock:
+        for pool in _pools.values():
+            pool.close()
         _pools.clear()
         _clock = clock
         if _client is not None:

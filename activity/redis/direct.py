@@ -1,6 +1,6 @@
 """One Redis command on a pooled connection, past redis-py's per-command wrapper.
 
-redis-py's ``Redis.execute_command`` adds retries (RedisPool and the API's limiter want none)
+redis-py's ``Redis.execute_command`` adds retries (RedisPool wants none)
 and observability hooks: ~30 µs of CPU per call on this project's machines, a fifth of an
 extract's client side (docs/PERFORMANCE.md). Errors are redis-py's own; a connection that
 failed mid-reply is disconnected before it goes back to the pool, so no later call reads a

@@ -1,22 +1,19 @@
 """The one extract code path, shared by ``POST /api/v1/extract`` and ``manage.py extract``.
 
-``perform_extract`` applies, in order: the client's requests-per-second limit (429), the
-``Idempotency-Key``'s and the body's validation (400, the API's serializer rules), its largest
-count (403), its allowed upstreams, regions and protocols (403), its proxies-per-minute limit
-(429), then ``RedisPool.extract`` with its gateway reserve and idempotency TTL, gives back to the
-per-minute limit what it did not hand out, and emits one usage event, also for a call refused
-with a 400, 403 or 429. Errors are raised; the API's exception handler (problems.py) and the
-command each turn them into their own output.
+``perform_extract`` applies, in order: the ``Idempotency-Key``'s and the body's validation (400,
+the API's serializer rules), its largest count (403), its allowed upstreams, regions and
+protocols (403), then ``RedisPool.extract`` with the client's gateway reserve, idempotency TTL
+and limits (ratelimit.py: the pool checks and charges them in the same atomic step, 429), and
+emits one usage event, also for a call refused with a 400, 403 or 429. Errors are raised; the
+API's exception handler (problems.py) and the command each turn them into their own output.
 
-Both limits are taken in one Redis call once the body is known to be valid and allowed
-(ratelimit.py); a call refused by the body or its filters takes only its request
-(:func:`count_refused_call`, which the view also calls for a body it cannot parse), and a
-requests-per-second refusal still comes first.
+A call refused before the pool is asked still takes its request unit
+(:func:`count_refused_call`, which the view also calls for a body it cannot parse); over the
+limit, that refusal is a 429 instead.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 import uuid
@@ -27,15 +24,13 @@ import redis
 from rest_framework.exceptions import ParseError, ValidationError
 
 from activity import ExtractFilters, ExtractMode, ExtractRequest, ExtractResult
-from activity.errors import ActivityError
+from activity.errors import ActivityError, InvalidRequest, QuotaExceeded
 from pool_admin.api.auth import Principal
-from pool_admin.api.problems import Forbidden, Problem
-from pool_admin.api.ratelimit import ClientLimiter, Reservation, get_limiter
+from pool_admin.api.problems import Forbidden, Problem, RateLimited
+from pool_admin.api.ratelimit import charge_call, quota_of, rate_limited
 from pool_admin.api.serializers import validate_extract_body
 from pool_admin.api.usage import emit_usage
 from pool_admin.pool import get_pool
-
-logger = logging.getLogger(__name__)
 
 IDEMPOTENCY_KEY_MAX = 256  # PoolOptions.max_text
 #: Visible ASCII, no spaces (what the pool accepts: activity/_validation.py ``text``).
@@ -73,7 +68,7 @@ def count_refused_call(
     the answer (and the event's outcome)."""
     outcome = _refusal_code(refusal)
     try:
-        get_limiter().hit_request(principal)
+        charge_call(principal)
     except Exception as exc:
         outcome = _refusal_code(exc)
         raise
@@ -117,16 +112,6 @@ def vars_of(filters: ExtractFilters) -> dict[str, str | None]:
     }
 
 
-def _give_back(limiter: ClientLimiter, reservation: Reservation, units: int) -> None:
-    """Refund unused proxies; a failure only over-counts the client, so it is logged."""
-    if units <= 0:
-        return
-    try:
-        limiter.refund(reservation, units)
-    except Exception as exc:  # the extract's own outcome stands
-        logger.warning("could not give back %d proxies to the limit: %s", units, type(exc).__name__)
-
-
 def perform_extract(
     principal: Principal,
     raw_body: Any,
@@ -135,7 +120,6 @@ def perform_extract(
     source: str = "api",
 ) -> ExtractResult:
     """Validate ``raw_body`` (the API's JSON body) and extract for ``principal``."""
-    limiter = get_limiter()
     request_id = request_id or uuid.uuid4().hex
     try:
         idempotency_key = _checked_idempotency_key(idempotency_key)
@@ -165,6 +149,7 @@ def perform_extract(
         request_id=request_id,
         min_remaining=None if remaining is None else timedelta(seconds=remaining),
         reserve_for_gateway=principal.gateway_reserve,
+        quota=quota_of(principal),
     )
     event: dict[str, Any] = {
         "event": "extract",
@@ -178,19 +163,23 @@ def perform_extract(
         "idempotent": idempotency_key is not None,
         "outcome": "error",
     }
-    try:
-        reservation = limiter.take(principal, count)
-    except Exception as exc:
-        event.update(outcome=_refusal_code(exc), returned=0, replayed=False)
-        emit_usage(event)
-        raise
     started = time.monotonic()
     try:
         result = get_pool(principal.idempotency_ttl).extract(extract)
+    except QuotaExceeded as refusal:
+        event.update(outcome="rate_limited", returned=0, replayed=False)
+        raise rate_limited(refusal, principal, count) from None
+    except InvalidRequest as exc:  # refused before the pool counted the call: it counts here
+        event.update(outcome=exc.code, returned=0, replayed=False)
+        try:
+            charge_call(principal)
+        except RateLimited:
+            event["outcome"] = "rate_limited"
+            raise
+        raise
     except BaseException as exc:
         if isinstance(exc, ActivityError):
             event.update(outcome=exc.code, returned=0, replayed=False)
-        _give_back(limiter, reservation, count)
         raise
     else:
         event.update(outcome="ok", returned=result.returned, replayed=result.replayed)
@@ -198,5 +187,4 @@ def perform_extract(
     finally:
         event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
         emit_usage(event)
-    _give_back(limiter, reservation, count if result.replayed else count - result.returned)
     return result

@@ -37,7 +37,7 @@ from pool_admin.api.openapi import (
     problems,
 )
 from pool_admin.api.problems import Problem
-from pool_admin.api.ratelimit import get_limiter
+from pool_admin.api.ratelimit import charge_call
 from pool_admin.api.serializers import StrictSerializer
 from pool_admin.api.usage import emit_usage
 from pool_admin.config.quality import record_outcomes
@@ -157,7 +157,7 @@ class OutcomeView(APIView):
         principal: Principal = request.user
         request_id = uuid.uuid4().hex
         request.request_id = request_id  # type: ignore[attr-defined]
-        get_limiter().hit_request(principal)
+        charge_call(principal)
         body = OutcomeRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data

@@ -9,6 +9,7 @@ secret-free by contract (activity/errors.py).
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import redis
@@ -23,6 +24,7 @@ from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
     InvalidRequest,
+    QuotaExceeded,
     ScanBudgetExhausted,
     StoreUnavailable,
 )
@@ -153,6 +155,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return problem_response(request, 415, "unsupported_media_type", str(exc.detail))
     if isinstance(exc, exceptions.Throttled):
         wait = max(1, int(exc.wait or 1))
+        return problem_response(
+            request, 429, "rate_limited", "Too many requests.", {"Retry-After": str(wait)}
+        )
+    if isinstance(exc, QuotaExceeded):  # ratelimit.py words it; a path that did not still 429s
+        wait = max(1, math.ceil(exc.retry_after_ms / 1000))
         return problem_response(
             request, 429, "rate_limited", "Too many requests.", {"Retry-After": str(wait)}
         )

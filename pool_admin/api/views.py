@@ -37,7 +37,7 @@ from pool_admin.api.openapi import (
     problems,
 )
 from pool_admin.api.problems import Forbidden
-from pool_admin.api.ratelimit import get_limiter
+from pool_admin.api.ratelimit import charge_call
 from pool_admin.api.serializers import (
     ExtractRequestSerializer,
     ExtractResponseSerializer,
@@ -164,7 +164,7 @@ class InventoryView(APIView):
     )
     def get(self, request: Request) -> Response:
         principal: Principal = request.user
-        get_limiter().hit_request(principal)  # every call counts, as an extract's does
+        charge_call(principal)  # every call counts, as an extract's does
         if not principal.may_view_inventory:
             raise Forbidden(
                 "This client may not see the inventory; an operator can allow it "

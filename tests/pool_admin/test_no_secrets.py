@@ -25,7 +25,7 @@ from rest_framework.test import APIClient
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, PoolOptions, ProxyState
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
-from pool_admin.api import auth, ratelimit
+from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.models import ApiClient, ApiKey, Credential, Upstream, WorkerGroup
 from pool_admin.config.secrets import CredentialStore
@@ -121,7 +121,7 @@ def world(settings, redis_url, unique_prefix):
         "secrets": secrets,
         "plaintext": plaintext,
         "redis": conn,
-        "prefixes": [unique_prefix, ratelimit.key_prefix(unique_prefix)],
+        "prefixes": [unique_prefix],  # the pool's keys, the clients' rate limits among them
         "objects": [upstream, client_row, key, group, *Credential.objects.all()],
     }
     flush_usage()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -17,53 +16,39 @@ from activity import (
     FetchedBatch,
     FetchedProxy,
     HealthUpdate,
+    ManualClock,
     PoolOptions,
     ProxyState,
     StaticCredentials,
 )
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
-from pool_admin.api import auth, direct, ratelimit
+from pool_admin.api import auth, direct
 from pool_admin.api.usage import flush_usage
 from pool_admin.config.models import ApiClient, ApiKey, Upstream
 
 PROXY_PASSWORD = "proxy-pw-Zq81!secret"
 
 
+@pytest.fixture
+def pool_clock() -> ManualClock:
+    """The API pool's clock: one instant for the whole test unless the test moves it. It also
+    times the clients' rate limits, so a 1-second window never rolls over between the calls
+    of a test on a slow machine (which would let a call the test expects refused through)."""
+    return ManualClock(datetime.now(UTC))
+
+
 @pytest.fixture(autouse=True)
-def _isolated(redis_url, unique_prefix):
-    """The API's pool on this test's prefix, an empty key cache and no usage event of an
-    earlier test still queued, before and after."""
-    pool_module.reset_pool(redis_url, unique_prefix)
+def _isolated(redis_url, unique_prefix, pool_clock):
+    """The API's pool on this test's prefix and clock, an empty key cache and no usage event of
+    an earlier test still queued, before and after."""
+    pool_module.reset_pool(redis_url, unique_prefix, pool_clock)
     auth.clear_cache()
     flush_usage()
     yield
     flush_usage()  # nothing left for the exit hook, after pytest has closed its log streams
     pool_module.reset_pool()
     auth.clear_cache()
-
-
-@pytest.fixture(autouse=True)
-def _limits_at_one_instant(request, monkeypatch):
-    """Every limiter without a clock of its own reads one instant for the whole test: a
-    1-second window must not roll over between the calls of a test on a slow machine, which
-    would let a call the test expects refused through. Tests that move time give the limiter a
-    clock (test_ratelimit.py's ``clocked``); a test that asks for ``redis_clock`` keeps
-    Redis's own."""
-    if "redis_clock" in request.fixturenames:
-        return
-    instant_ms = int(time.time() * 1000)
-    own_clock = ratelimit.ClientLimiter._now_ms
-
-    def now_ms(limiter: ratelimit.ClientLimiter) -> int:
-        return instant_ms if limiter._clock is None else own_clock(limiter)
-
-    monkeypatch.setattr(ratelimit.ClientLimiter, "_now_ms", now_ms)
-
-
-@pytest.fixture
-def redis_clock():
-    """Marks a test whose limiters read Redis's clock (see ``_limits_at_one_instant``)."""
 
 
 def make_seeder(url: str, prefix: str) -> Callable[..., list[str]]:
@@ -104,7 +89,12 @@ def make_seeder(url: str, prefix: str) -> Callable[..., list[str]]:
         return [p.proxy_id for p in proxies]
 
     seed.pool = seed_pool  # type: ignore[attr-defined]
-    seed.close = client.close  # type: ignore[attr-defined]
+
+    def close() -> None:
+        seed_pool.close()  # the pool's own connections
+        client.close()
+
+    seed.close = close  # type: ignore[attr-defined]
     return seed
 
 

@@ -17,7 +17,6 @@ from django.core.management import call_command
 from django.db import connection
 
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
-from activity.clock import ManualClock
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
@@ -87,14 +86,13 @@ def test_idempotent_replay_and_conflict(api, make_client, seed):
 
 
 def test_the_clients_idempotency_ttl_decides_how_long_a_replay_lives(
-    api, make_client, seed, redis_url, unique_prefix
+    api, make_client, seed, pool_clock
 ):
     """Each client's idempotency_ttl_s reaches its pool (neither the pool's default of 10
     minutes nor another client's TTL): within it the same Idempotency-Key replays, after it
     the key starts a fresh extract."""
     ids = seed(n=8)
-    clock = ManualClock(datetime.now(UTC))
-    pool_module.reset_pool(redis_url, unique_prefix, clock=clock)  # the API's pools read it
+    clock = pool_clock  # the API's pools read it
     short = api(make_client("short", idempotency_ttl_s=60).plaintext)
     long = api(make_client("long", idempotency_ttl_s=120).plaintext)
     body, key = {"count": 1, "mode": "partial"}, {"Idempotency-Key": "order-1"}
