@@ -106,6 +106,7 @@ def world(settings, redis_url, unique_prefix):
     pool.apply_health(
         [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now, latency_ms=40) for p in proxies]
     )
+    pool.close()  # its own connections; `conn` stays open for the Redis key checks below
 
     prefix = f"{ApiKey.SCHEME}_{key.prefix}_"
     assert plaintext.startswith(prefix)
