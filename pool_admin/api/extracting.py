@@ -20,13 +20,10 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-import redis
-from rest_framework.exceptions import ParseError, ValidationError
-
 from activity import ExtractFilters, ExtractMode, ExtractRequest, ExtractResult
 from activity.errors import ActivityError, InvalidRequest, QuotaExceeded
 from pool_admin.api.auth import Principal
-from pool_admin.api.problems import Forbidden, Problem, RateLimited
+from pool_admin.api.problems import Forbidden, Problem, problem_code
 from pool_admin.api.ratelimit import charge_call, quota_of, rate_limited
 from pool_admin.api.serializers import validate_extract_body
 from pool_admin.api.usage import emit_usage
@@ -49,15 +46,26 @@ def _checked_idempotency_key(key: str | None) -> str | None:
     return key
 
 
-def _refusal_code(exc: BaseException) -> str:
-    """The problem code a refused call is answered with (problems.py), for its usage event."""
-    if isinstance(exc, Problem | ActivityError):
-        return exc.code
-    if isinstance(exc, ValidationError | ParseError):
-        return "invalid_request"
-    if isinstance(exc, redis.RedisError):
-        return "store_unavailable"
-    return "error"
+def _base_event(principal: Principal, request_id: str, source: str) -> dict[str, Any]:
+    return {
+        "event": "extract",
+        "source": source,
+        "request_id": request_id,
+        "client": principal.client_id,
+        "key_prefix": principal.key_prefix,
+    }
+
+
+def _charge_refused(principal: Principal, refusal: BaseException, event: dict[str, Any]) -> None:
+    """Take the request unit of a call refused before the pool counted it, and set ``event``'s
+    outcome: the refusal's problem code, or, when taking the unit fails (429 over the limit,
+    503 without Redis), that failure's, which is then raised as the answer."""
+    event.update(outcome=problem_code(refusal), returned=0, replayed=False)
+    try:
+        charge_call(principal)
+    except Exception as exc:
+        event["outcome"] = problem_code(exc)
+        raise
 
 
 def count_refused_call(
@@ -66,25 +74,11 @@ def count_refused_call(
     """Take the request unit of an extract call refused before the pool was asked, and emit its
     usage event. Every call counts: over the limit this raises ``RateLimited``, which is then
     the answer (and the event's outcome)."""
-    outcome = _refusal_code(refusal)
+    event = _base_event(principal, request_id, source)
     try:
-        charge_call(principal)
-    except Exception as exc:
-        outcome = _refusal_code(exc)
-        raise
+        _charge_refused(principal, refusal, event)
     finally:
-        emit_usage(
-            {
-                "event": "extract",
-                "source": source,
-                "request_id": request_id,
-                "client": principal.client_id,
-                "key_prefix": principal.key_prefix,
-                "outcome": outcome,
-                "returned": 0,
-                "replayed": False,
-            }
-        )
+        emit_usage(event)
 
 
 def _restrict(dimension: str, given: str | None, allowed: frozenset[str]) -> str | None:
@@ -151,12 +145,8 @@ def perform_extract(
         reserve_for_gateway=principal.gateway_reserve,
         quota=quota_of(principal),
     )
-    event: dict[str, Any] = {
-        "event": "extract",
-        "source": source,
-        "request_id": request_id,
-        "client": principal.client_id,
-        "key_prefix": principal.key_prefix,
+    event = _base_event(principal, request_id, source)
+    event |= {
         "mode": extract.mode.value,
         "requested": count,
         "filters": {k: v for k, v in vars_of(filters).items() if v is not None},
@@ -170,12 +160,7 @@ def perform_extract(
         event.update(outcome="rate_limited", returned=0, replayed=False)
         raise rate_limited(refusal, principal, count) from None
     except InvalidRequest as exc:  # refused before the pool counted the call: it counts here
-        event.update(outcome=exc.code, returned=0, replayed=False)
-        try:
-            charge_call(principal)
-        except RateLimited:
-            event["outcome"] = "rate_limited"
-            raise
+        _charge_refused(principal, exc, event)
         raise
     except BaseException as exc:
         if isinstance(exc, ActivityError):

@@ -9,7 +9,6 @@ secret-free by contract (activity/errors.py).
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import redis
@@ -24,7 +23,6 @@ from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
     InvalidRequest,
-    QuotaExceeded,
     ScanBudgetExhausted,
     StoreUnavailable,
 )
@@ -124,75 +122,96 @@ def _detail_text(detail: Any) -> str:
     return str(detail)
 
 
+#: The code of each kind of error the handler answers by kind (Problem and the activity errors
+#: that carry their own code aside).
+_CODES: tuple[tuple[type | Any, str], ...] = (
+    (exceptions.ValidationError | exceptions.ParseError, "invalid_request"),
+    (exceptions.NotAuthenticated | exceptions.AuthenticationFailed, "unauthenticated"),
+    (exceptions.PermissionDenied | DjangoPermissionDenied, "forbidden"),
+    (exceptions.NotFound | Http404, "not_found"),
+    (exceptions.MethodNotAllowed, "method_not_allowed"),
+    (exceptions.NotAcceptable, "not_acceptable"),
+    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
+    (exceptions.Throttled, "rate_limited"),
+    (StoreUnavailable | redis.RedisError, "store_unavailable"),
+    (InvalidRequest, "invalid_request"),
+)
+
+
+def problem_code(exc: BaseException) -> str:
+    """The ``code`` the API answers ``exc`` with (:func:`exception_handler`; usage events)."""
+    if isinstance(exc, Problem | IdempotencyConflict | InsufficientInventory | ScanBudgetExhausted):
+        return exc.code
+    for kinds, code in _CODES:
+        if isinstance(exc, kinds):
+            return code
+    if isinstance(exc, exceptions.APIException):  # e.g. ConfigUnavailable (503)
+        return exc.default_code if isinstance(exc.default_code, str) else "error"
+    return "internal_error"
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     request = context.get("request")
     set_rollback()
     retry = {"Retry-After": str(RETRY_AFTER_S)}
+    code = problem_code(exc)
     if isinstance(exc, Problem):
         return problem_response(
-            request, exc.status_code, exc.code, str(exc.detail), exc.headers, **exc.extra
+            request, exc.status_code, code, str(exc.detail), exc.headers, **exc.extra
         )
     if isinstance(exc, exceptions.ValidationError | exceptions.ParseError):
         errors = exc.detail if isinstance(exc.detail, dict) else None
         detail = "The request body is not valid." if errors else _detail_text(exc.detail)
         extra = {"errors": errors} if errors else {}
-        return problem_response(request, 400, "invalid_request", detail, **extra)
+        return problem_response(request, 400, code, detail, **extra)
     if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         headers = {"WWW-Authenticate": 'Bearer realm="api"'}
         detail = str(exc.detail)
         if isinstance(exc, exceptions.NotAuthenticated):
             detail = "Send an API key: 'Authorization: Bearer <api key>'."
-        return problem_response(request, 401, "unauthenticated", detail, headers)
+        return problem_response(request, 401, code, detail, headers)
     if isinstance(exc, exceptions.PermissionDenied | DjangoPermissionDenied):
-        return problem_response(request, 403, "forbidden", "You may not do this.")
+        return problem_response(request, 403, code, "You may not do this.")
     if isinstance(exc, exceptions.NotFound | Http404):
-        return problem_response(request, 404, "not_found", "Not found.")
+        return problem_response(request, 404, code, "Not found.")
     if isinstance(exc, exceptions.MethodNotAllowed):
-        return problem_response(request, 405, "method_not_allowed", str(exc.detail))
+        return problem_response(request, 405, code, str(exc.detail))
     if isinstance(exc, exceptions.NotAcceptable):
-        return problem_response(request, 406, "not_acceptable", str(exc.detail))
+        return problem_response(request, 406, code, str(exc.detail))
     if isinstance(exc, exceptions.UnsupportedMediaType):
-        return problem_response(request, 415, "unsupported_media_type", str(exc.detail))
+        return problem_response(request, 415, code, str(exc.detail))
     if isinstance(exc, exceptions.Throttled):
         wait = max(1, int(exc.wait or 1))
         return problem_response(
-            request, 429, "rate_limited", "Too many requests.", {"Retry-After": str(wait)}
-        )
-    if isinstance(exc, QuotaExceeded):  # ratelimit.py words it; a path that did not still 429s
-        wait = max(1, math.ceil(exc.retry_after_ms / 1000))
-        return problem_response(
-            request, 429, "rate_limited", "Too many requests.", {"Retry-After": str(wait)}
+            request, 429, code, "Too many requests.", {"Retry-After": str(wait)}
         )
     if isinstance(exc, IdempotencyConflict):
         return problem_response(
-            request, 409, exc.code, "This Idempotency-Key was used with a different request."
+            request, 409, code, "This Idempotency-Key was used with a different request."
         )
     if isinstance(exc, InsufficientInventory):
         return problem_response(
             request,
             409,
-            exc.code,
+            code,
             "Fewer matching proxies than requested; nothing was extracted.",
             requested=exc.requested,
             available=exc.available,
         )
     if isinstance(exc, StoreUnavailable | redis.RedisError):
         logger.warning("activity pool unavailable: %s", type(exc).__name__)
-        return problem_response(
-            request, 503, "store_unavailable", "The proxy store is unavailable.", retry
-        )
+        return problem_response(request, 503, code, "The proxy store is unavailable.", retry)
     if isinstance(exc, ScanBudgetExhausted):
         return problem_response(
-            request, 503, exc.code, "The pool could not answer in its scan budget.", retry
+            request, 503, code, "The pool could not answer in its scan budget.", retry
         )
     if isinstance(exc, InvalidRequest):
-        return problem_response(request, 400, "invalid_request", str(exc))
+        return problem_response(request, 400, code, str(exc))
     if isinstance(exc, exceptions.APIException):  # e.g. ConfigUnavailable (503)
-        code = exc.default_code if isinstance(exc.default_code, str) else "error"
         headers = retry if exc.status_code == 503 else None
         return problem_response(request, exc.status_code, code, str(exc.detail), headers)
     if isinstance(exc, ActivityError):
         logger.error("unexpected activity error: %r", exc)
     else:
         logger.error("unhandled error in the API: %s", type(exc).__name__, exc_info=exc)
-    return problem_response(request, 500, "internal_error", "Internal error.")
+    return problem_response(request, 500, code, "Internal error.")

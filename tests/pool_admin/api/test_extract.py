@@ -547,3 +547,15 @@ def test_a_refused_call_emits_its_usage_event_with_its_code(api, make_client, se
     assert all(e["client"] == "crawler-1" and e["event"] == "extract" for e in events)
     assert [e["returned"] for e in events] == [0, 0, 0, 1, 0, 0]
     assert len({e["request_id"] for e in events}) == 6
+
+
+def test_a_refused_calls_usage_outcome_is_the_code_it_was_answered_with(api, make_client, caplog):
+    client = api(make_client().plaintext)
+    caplog.set_level(logging.INFO, logger="pool_admin.usage")
+    response = client.post(URL, "count=1", content_type="application/x-www-form-urlencoded")
+    assert_problem(response, 415, "unsupported_media_type")
+    flush_usage()
+    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
+    assert [json.loads(line.removeprefix("usage "))["outcome"] for line in usage] == [
+        "unsupported_media_type"
+    ]
