@@ -113,8 +113,13 @@ class ExtractView(APIView):
         # An error direct.py met: answered as DRF's dispatch answers an exception.
         exc, principal, request_id = handed_over
         request.user = principal  # as DRF's authentication does
-        if request_id is not None:  # None: the body could not be read, no extract began
-            request.request_id = request_id  # type: ignore[attr-defined]
+        if request_id is None:  # the body could not be read: the call counts, as in post
+            request_id = uuid.uuid4().hex
+            try:
+                count_refused_call(principal, exc, request_id)
+            except Exception as refused:  # over the limit (or no Redis): that is the answer
+                exc = refused
+        request.request_id = request_id  # type: ignore[attr-defined]
         self.args, self.kwargs = args, kwargs
         self.headers = self.default_response_headers
         self.request = self.initialize_request(request, *args, **kwargs)

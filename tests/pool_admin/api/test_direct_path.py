@@ -306,6 +306,35 @@ def test_a_request_left_to_django_reaches_it_as_the_server_sent_it(
     assert len(extracts_run_by_direct) == 1  # no extract without a body
 
 
+@override_settings(ALLOWED_HOSTS=["api.example"])
+@pytest.mark.parametrize("app_name", ["application", "django_application"])
+def test_a_body_that_cannot_be_read_counts_as_a_call_on_both_paths(
+    make_client, seed, keep_test_connection, app_name
+):
+    from pool_admin import wsgi
+
+    seed(n=4)
+    key = make_client(requests_per_second=2).plaintext
+    assert _call(wsgi.application, _environ(key))[0] == "200 OK"  # caches the key; call 1
+
+    class Unreadable:
+        def read(self, *args):
+            raise OSError("client gone")
+
+        readline = read
+
+    def unreadable():
+        cut = _environ(key)
+        cut["wsgi.input"] = Unreadable()
+        status, _, body = _call(getattr(wsgi, app_name), cut)
+        return status, json.loads(body)
+
+    status, problem = unreadable()  # call 2
+    assert not status.startswith("429") and problem["request_id"]
+    status, problem = unreadable()  # call 3: over 2 per second, the 429 comes first
+    assert status.startswith("429") and problem["code"] == "rate_limited"
+
+
 @pytest.fixture
 def hsts_everywhere(reset_direct):
     """SECURE_HSTS_SECONDS set, and the middleware that read it at start built again: Django's
