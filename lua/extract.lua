@@ -28,37 +28,48 @@ local nonce = ARGV[14]
 local quota = nil
 if ARGV[15] ~= '' then quota = cjson.decode(ARGV[15]) end
 
--- 1. idempotency: the same key and request replay; another request under it conflicts.
--- 0. The client's call unit is taken first, once per call: this call's own low-level retry
--- (same nonce) finds either its stored result or, when the first attempt stored none (a
--- replay, a refusal after the unit), the marker `done` leaves, and is not charged again.
 local function reply(result_json, replayed)
   return '{"ok":{"replayed":' .. tostring(replayed) .. ',"result":' .. result_json .. '}}'
 end
+
+-- Own retry: this call's low-level retry (same nonce) gets its first attempt's stored answer.
 local stored, replayed = nil, false
 if replay_key ~= '' then
   stored, replayed = replay(replay_key, request_digest, now, nonce)
   if stored and not replayed then return reply(stored, false) end
 end
+
+-- Quota, calls: the client's call unit, once per call (a replay and a conflict take one too);
+-- a retry whose first attempt took it but stored no answer (a replay, a refusal after the
+-- unit) finds the marker `done` left, and takes none.
 local mark = nil -- the marker to leave: a unit taken by a retry-safe call
-if quota then
+local function take_call_unit()
   local charged = nil
   if replay_key ~= '' then charged = k('quota-charged:' .. nonce) end
-  if not (charged and redis.call('EXISTS', charged) == 1) then
-    local refused = quota_take(client, quota, 'calls', now, 1)
-    if refused then return refused end
-    mark = charged
-  end
+  if charged and redis.call('EXISTS', charged) == 1 then return nil end
+  local refused = quota_take(client, quota, 'calls', now, 1)
+  if not refused then mark = charged end
+  return refused
 end
--- `answer`, leaving the marker of the unit taken when no result is stored under the nonce.
+if quota then
+  local refused = take_call_unit()
+  if refused then return refused end
+end
+-- `answer`, leaving the marker of the unit taken when no answer is stored under the nonce.
 local function done(answer)
   if mark then redis.call('SET', mark, '1', 'PX', QUOTA_RETRY_MARK_MS) end
   return answer
 end
+
+-- 1. idempotency: the same key and request replay; another request under it conflicts
 if stored == false then return done(fail('idempotency_conflict')) end
 if stored then return done(reply(stored, true)) end
+
+-- Quota, proxies: count more must fit; what step 6 hands out is charged to this counter.
+local proxies_counter = nil
 if quota then
-  local refused = quota_take(client, quota, 'proxies', now, count, true)
+  local refused
+  refused, proxies_counter = quota_take(client, quota, 'proxies', now, count, true)
   if refused then return done(refused) end
 end
 
@@ -128,9 +139,7 @@ for i = 1, take do
   proxies[i] = hget(R, pid)
   if earliest == nil or rec.e < earliest then earliest = rec.e end
 end
-if quota and take > 0 then
-  assert(quota_take(client, quota, 'proxies', now, take) == nil, 'extract: quota checked above')
-end
+if proxies_counter and take > 0 then quota_add(proxies_counter, take, now) end
 local result = '{"proxies":[' .. table.concat(proxies, ',') .. '],"requested":' .. count .. '}'
 if replay_key ~= '' then
   local expires = now + replay_ttl

@@ -431,8 +431,18 @@ local QUOTA_SLACK_MS = 60000
 local QUOTA_RETRY_MARK_MS = 10000
 local QUOTA_WINDOW = {calls = 'call_window', proxies = 'proxy_window'}
 
+-- Adds `units` to a counter `quota_take` read (and found room in) during this call.
+local function quota_add(counter, units, now)
+  local window, idx = counter.window, counter.idx
+  redis.call('HSET', counter.key, 'w', string.format('%d', idx), 'c', counter.c + units,
+    'p', counter.p)
+  -- Two windows from the one counted in (later than now when the clock went back).
+  redis.call('PEXPIRE', counter.key, string.format('%d', (idx + 2) * window - now + QUOTA_SLACK_MS))
+end
+
 -- Takes `cost` units of the client's `limit` ('calls' or 'proxies') at `now`, or with `dry`
--- only checks that they fit. Returns nil, or the quota_exceeded reply (nothing written).
+-- only checks that they fit. Returns nil and the counter as read (for a later `quota_add` in
+-- the same call), or the quota_exceeded reply (nothing written).
 local function quota_take(client, quota, limit, now, cost, dry)
   local units, window = quota[limit], quota[QUOTA_WINDOW[limit]]
   local key = k(string.format('quota:%s:%d:%d:', limit, units, window) .. client)
@@ -452,12 +462,9 @@ local function quota_take(client, quota, limit, now, cost, dry)
   elapsed = math.max(0, elapsed)
   local count = math.floor(p * (window - elapsed) / window) + c
   if count + cost <= units then
-    if not dry then
-      redis.call('HSET', key, 'w', string.format('%d', idx), 'c', c + cost, 'p', p)
-      -- Two windows from the one counted in (later than now when the clock went back).
-      redis.call('PEXPIRE', key, string.format('%d', (idx + 2) * window - now + QUOTA_SLACK_MS))
-    end
-    return nil
+    local counter = {key = key, window = window, idx = idx, c = c, p = p}
+    if not dry then quota_add(counter, cost, now) end
+    return nil, counter
   end
   local room = units - cost
   local wait = 0
