@@ -441,13 +441,27 @@ def prepare_quota(value: object) -> PreparedQuota | None:
         return None
     if not isinstance(value, CallQuota):
         raise InvalidRequest("quota must be a CallQuota")
-    limits = {"quota.calls": value.calls, "quota.proxies": value.proxies}
-    calls, proxies = (count(v, k, low=1, high=QUOTA_MAX_UNITS) for k, v in limits.items())
-    windows = {"quota.call_window": value.call_window, "quota.proxy_window": value.proxy_window}
-    call_window, proxy_window = (
-        duration_ms(v, k, minimum=1, maximum=QUOTA_MAX_WINDOW_MS) for k, v in windows.items()
+    return PreparedQuota(
+        calls=count(value.calls, "quota.calls", low=1, high=QUOTA_MAX_UNITS),
+        call_window_ms=duration_ms(
+            value.call_window, "quota.call_window", minimum=1, maximum=QUOTA_MAX_WINDOW_MS
+        ),
+        proxies=count(value.proxies, "quota.proxies", low=1, high=QUOTA_MAX_UNITS),
+        proxy_window_ms=duration_ms(
+            value.proxy_window, "quota.proxy_window", minimum=1, maximum=QUOTA_MAX_WINDOW_MS
+        ),
     )
-    return PreparedQuota(calls, call_window, proxies, proxy_window)
+
+
+def prepare_charge(
+    client_id: object, quota: object, options: PoolOptions
+) -> tuple[str, PreparedQuota]:
+    """``charge_call``'s arguments, checked."""
+    client = text(client_id, "client_id", options)
+    prepared = prepare_quota(quota)
+    if prepared is None:
+        raise InvalidRequest("charge_call takes a CallQuota")
+    return client, prepared
 
 
 FILTER_DIMENSIONS = ("upstream", "region", "carrier", "protocol")

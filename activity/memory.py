@@ -29,7 +29,6 @@ from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
     InvalidBatch,
-    InvalidRequest,
     OutcomeRejected,
     OwnershipConflict,
     QuotaExceeded,
@@ -553,10 +552,7 @@ class MemoryPool:
 
     # ------------------------------------------------------------------ CallCounter
     def charge_call(self, client_id: str, quota: CallQuota) -> None:
-        client = v.text(client_id, "client_id", self.options)
-        prepared = v.prepare_quota(quota)
-        if prepared is None:
-            raise InvalidRequest("charge_call takes a CallQuota")
+        client, prepared = v.prepare_charge(client_id, quota, self.options)
         with self._lock:
             check_deadline()
             self._take_quota(client, prepared, "calls", self._now(), 1)

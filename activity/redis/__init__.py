@@ -192,10 +192,7 @@ class RedisPool:
 
     # ------------------------------------------------------------------ CallCounter
     def charge_call(self, client_id: str, quota: CallQuota) -> None:
-        client = v.text(client_id, "client_id", self.options)
-        prepared = v.prepare_quota(quota)
-        if prepared is None:
-            raise InvalidRequest("charge_call takes a CallQuota")
+        client, prepared = v.prepare_charge(client_id, quota, self.options)
         self._scripts.call("charge_call", self._now(), client, _quota(prepared))
 
     # ------------------------------------------------------------------ OwnershipRepository
