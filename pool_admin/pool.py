@@ -34,15 +34,11 @@ _clock: Clock | None = None  # None: the pool's own (system) clock
 _pools: LRUCache[timedelta | None, RedisPool] = LRUCache(maxsize=MAX_POOLS)
 
 
-def _target() -> tuple[str, str]:
+def target() -> tuple[str, str]:
+    """The Redis URL and key prefix the pool uses now (settings, or a ``reset_pool`` override)."""
     if _override is not None:
         return _override
     return settings.REDIS_URL, settings.POOL_PREFIX
-
-
-def target() -> tuple[str, str]:
-    """The Redis URL and key prefix the pool uses now (settings, or a ``reset_pool`` override)."""
-    return _target()
 
 
 def get_pool(idempotency_ttl: timedelta | None = None) -> RedisPool:
@@ -54,7 +50,7 @@ def get_pool(idempotency_ttl: timedelta | None = None) -> RedisPool:
     with _lock:
         pool = _pools.get(idempotency_ttl)
         if pool is None:
-            url, prefix = _target()
+            url, prefix = target()
             if _client is None:
                 _client = redis.Redis.from_url(url)
             options = PoolOptions(
