@@ -47,6 +47,7 @@ from django.http import HttpResponse
 from django.middleware.common import CommonMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.urls import resolve
+from rest_framework.authentication import get_authorization_header
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.utils import json as drf_json
@@ -171,7 +172,7 @@ def answer(environ: dict[str, Any]) -> Answer | None:
             or hooks.common.process_request(request) is not None
         ):
             return None  # a redirect: Django's to give
-        plaintext = bearer_key(environ.get("HTTP_AUTHORIZATION", "").encode("iso-8859-1"))
+        plaintext = bearer_key(get_authorization_header(request))  # as ApiKeyAuthentication
     except Exception:  # DisallowedHost, a malformed Authorization...: Django's path answers
         return None
     principal = None if plaintext is None else cached_principal(plaintext)
