@@ -39,7 +39,7 @@ LIB_DIR = LUA_DIR / "lib"
 # The library's parts, in the order they are joined. A Lua local is visible only below its
 # declaration, so each part comes after every part it uses; a part out of order compiles but
 # fails when a function calls a name that is not declared yet. `core` first: its buffer is the
-# only way to a hash or sorted set (tests/activity/test_lua_buffer_rule.py).
+# only way to a hash or sorted set (tests/activity/test_lua_rules.py).
 LIB_PARTS = (
     "core",
     "records",

@@ -11,7 +11,7 @@
 -- The rule this file exists for: hashes and sorted sets are read and written only through the
 -- buffer primitives below (hget, prefetch, hset, hdel, hexists, zadd, zrem, zread) and the
 -- counters (bump, counter). A `redis.call` on a hash or sorted set anywhere else would read
--- past this call's buffered writes, or write under them. tests/activity/test_lua_buffer_rule.py
+-- past this call's buffered writes, or write under them. tests/activity/test_lua_rules.py
 -- fails when any other file does (its short list of exceptions says why each is safe).
 --
 -- Keys: KEYS[1] of every operation is the namespace's meta key `<prefix>:{activity}:meta`;

@@ -1,19 +1,25 @@
-"""The write buffer's rule: hashes and sorted sets only through lua/lib/core.lua's primitives.
+"""Two rules every Lua file keeps, read from the Lua itself (a real parser: comments and strings
+are not code).
 
-Every operation reads and writes hashes and sorted sets through core.lua's buffer (hget,
-prefetch, hset, hdel, hexists, zadd, zrem, zread) and counters (bump, counter). A `redis.call`
-on a hash or sorted set anywhere else reads past the call's buffered writes (an HGET that misses
-an hset made earlier in the same call) or writes under them (the flush at the end overwrites
-it). Nothing at run time notices: the reply is merely wrong now and then. So this test reads
-every Lua file but core.lua as Lua (a real parser: comments and strings are not code) and fails
-on any `redis.call`/`redis.pcall` whose command is a hash or sorted-set command, in any case,
-or whose command it cannot read (not a string literal, `redis.call` taken as a value, `redis`
-itself aliased). Key-level commands (EXISTS, PTTL, PEXPIRE, DEL) are not in the rule: `extend`,
-the one that needs it, flushes first.
+The write buffer: every operation reads and writes hashes and sorted sets through
+lua/lib/core.lua's buffer (hget, prefetch, hset, hdel, hexists, zadd, zrem, zread) and counters
+(bump, counter). A `redis.call` on a hash or sorted set anywhere else reads past the call's
+buffered writes (an HGET that misses an hset made earlier in the same call) or writes under
+them (the flush at the end overwrites it). Nothing at run time notices: the reply is merely
+wrong now and then. So every Lua file but core.lua fails here on a `redis.call`/`redis.pcall`
+whose command is a hash or sorted-set command, in any case, or whose command cannot be read
+(not a string literal, `redis.call` taken as a value, `redis` itself aliased). Key-level
+commands (EXISTS, PTTL, PEXPIRE, DEL) are not in the rule: `extend`, the one that needs it,
+flushes first.
+
+`TIME` only as "now": Valkey freezes `TIME` for a script's whole run, so an operation that
+waited or measured with it would hang or mismeasure there. It is read in one place, core.lua's
+`server_ms`, called at most once per operation and never in a loop.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -75,15 +81,20 @@ def _children(node: astnodes.Node) -> Iterator[astnodes.Node]:
                 yield item
 
 
+@cache
+def _tree(source: str) -> astnodes.Chunk:
+    return ast.parse(source)
+
+
 def _walk(
-    node: astnodes.Node, parent: astnodes.Node | None = None, function: str = ""
-) -> Iterator[tuple[astnodes.Node, astnodes.Node | None, str]]:
-    """Every node with its parent and the name of the function it is in."""
-    yield node, parent, function
+    node: astnodes.Node, ancestors: tuple[astnodes.Node, ...] = (), function: str = ""
+) -> Iterator[tuple[astnodes.Node, tuple[astnodes.Node, ...], str]]:
+    """Every node with its ancestors (nearest last) and the name of the function it is in."""
+    yield node, ancestors, function
     if isinstance(node, (astnodes.LocalFunction, astnodes.Function)):
         function = ast.to_lua_source(node.name)
     for child in _children(node):
-        yield from _walk(child, node, function)
+        yield from _walk(child, (*ancestors, node), function)
 
 
 def _text(node: astnodes.Node) -> str | None:
@@ -122,7 +133,8 @@ def direct_accesses(source: str, file: str) -> list[DirectAccess]:
         line = node.line if node.line is not None else 0
         found.append(DirectAccess(file, function, line, command))
 
-    for node, parent, function in _walk(ast.parse(source)):
+    for node, ancestors, function in _walk(_tree(source)):
+        parent = ancestors[-1] if ancestors else None
         if isinstance(node, astnodes.Call) and _is_redis_call(node.func):
             command = _text(node.args[0]) if node.args else None
             if command is None:
@@ -140,9 +152,12 @@ def direct_accesses(source: str, file: str) -> list[DirectAccess]:
     return found
 
 
+def _lua_files() -> list[Path]:
+    return sorted(LUA_DIR.glob("*.lua")) + sorted(LIB_DIR.glob("*.lua"))
+
+
 def _ruled_files() -> list[Path]:
-    files = sorted(LUA_DIR.glob("*.lua")) + sorted(LIB_DIR.glob("*.lua"))
-    return [f for f in files if f != CORE]
+    return [f for f in _lua_files() if f != CORE]
 
 
 @cache
@@ -242,3 +257,115 @@ def test_the_command_list_covers_the_servers_categories(redis_client):
         for c in redis_client.acl_cat(category)
     }
     assert known <= RULED, known - RULED
+
+
+# ---------------------------------------------------------------------- TIME only as "now"
+_LOOPS = (astnodes.While, astnodes.Repeat, astnodes.Fornum, astnodes.Forin)
+
+
+@dataclass(frozen=True)
+class ClockRead:
+    """A `redis.call('TIME')` or a call of `server_ms`, and whether a loop repeats it."""
+
+    file: str
+    function: str
+    what: str  # "TIME" or "server_ms"
+    in_loop: bool
+
+
+def clock_reads(source: str, file: str) -> list[ClockRead]:
+    found = []
+    for node, ancestors, function in _walk(_tree(source)):
+        if not isinstance(node, astnodes.Call):
+            continue
+        in_loop = any(isinstance(a, _LOOPS) for a in ancestors)
+        command = _text(node.args[0]) if node.args else None
+        if _is_redis_call(node.func) and command is not None and command.upper() == "TIME":
+            found.append(ClockRead(file, function, "TIME", in_loop))
+        elif isinstance(node.func, astnodes.Name) and node.func.id == "server_ms":
+            found.append(ClockRead(file, function, "server_ms", in_loop))
+    return found
+
+
+def _clock_reads_in_the_code() -> list[ClockRead]:
+    found: list[ClockRead] = []
+    for path in _lua_files():
+        found += clock_reads(path.read_text(), path.relative_to(LUA_DIR).as_posix())
+    return found
+
+
+def test_time_is_read_only_as_now_once_per_operation():
+    reads = _clock_reads_in_the_code()
+    assert [r for r in reads if r.what == "TIME"] == [
+        ClockRead("lib/core.lua", "server_ms", "TIME", in_loop=False)
+    ]
+    calls = [r for r in reads if r.what == "server_ms"]
+    assert calls, "no operation reads the server's clock: this test reads the wrong names"
+    assert [r for r in calls if r.in_loop or r.file.startswith("lib/")] == []
+    per_file = Counter(r.file for r in calls)
+    assert [f for f, n in per_file.items() if n > 1] == []
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        (
+            "local t0 = server_ms()\nwhile server_ms() - t0 < 10 do end",
+            [("server_ms", False), ("server_ms", True)],
+        ),
+        (
+            "repeat local t = redis.call('time') until t[2] == 0",
+            [("TIME", True)],
+        ),
+        ("for i = 1, 3 do local snow = server_ms() end", [("server_ms", True)]),
+        ("local snow = server_ms()\nfor i = 1, 3 do f(snow) end", [("server_ms", False)]),
+    ],
+)
+def test_a_planted_clock_loop_is_seen(code, expected):
+    assert [(r.what, r.in_loop) for r in clock_reads(code, "planted.lua")] == expected
+
+
+# ---------------------------------------------------------------------- the parts' order
+def _declared_at_top(chunk: astnodes.Chunk) -> set[str]:
+    names: set[str] = set()
+    for statement in chunk.body.body:
+        if isinstance(statement, astnodes.LocalFunction):
+            names.add(statement.name.id)
+        elif isinstance(statement, astnodes.LocalAssign):
+            names |= {t.id for t in statement.targets if isinstance(t, astnodes.Name)}
+    return names
+
+
+def _names_used(chunk: astnodes.Chunk) -> set[str]:
+    """Every variable name the chunk mentions (not field names: `rec.s`, `{ok = 1}`)."""
+    used: set[str] = set()
+    for node, ancestors, _ in _walk(chunk):
+        if not isinstance(node, astnodes.Name):
+            continue
+        parent = ancestors[-1] if ancestors else None
+        field = (
+            isinstance(parent, astnodes.Index)
+            and parent.idx is node
+            and parent.notation == astnodes.IndexNotation.DOT
+        )
+        key = (
+            isinstance(parent, astnodes.Field)
+            and parent.key is node
+            and not parent.between_brackets
+        )
+        method = isinstance(parent, astnodes.Invoke) and parent.func is node
+        if not (field or key or method):
+            used.add(node.id)
+    return used
+
+
+def test_each_part_of_the_library_uses_only_what_the_parts_before_it_declare():
+    """A part joined before one it uses loads fine and fails only when the call reaches the
+    name (Redis: "attempt to access nonexistent global"): LIB_PARTS must be in use order."""
+    trees = [_tree((LIB_DIR / f"{part}.lua").read_text()) for part in LIB_PARTS]
+    declared = [_declared_at_top(tree) for tree in trees]
+    for i, part in enumerate(LIB_PARTS):
+        later = set().union(*declared[i + 1 :])
+        assert not declared[i] & later, f"{part}.lua redeclares {declared[i] & later}"
+        too_early = _names_used(trees[i]) & later
+        assert not too_early, f"{part}.lua uses {sorted(too_early)} from a later part"
