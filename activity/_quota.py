@@ -1,5 +1,6 @@
-"""The sliding window counter of ``CallQuota``: MemoryPool runs it, ``lua/lib.lua`` mirrors it
-(``quota_take``) line for line, and the contract suite holds both to the same answers.
+"""The sliding window counter of ``CallQuota``: MemoryPool runs it, ``quota_take`` in
+``lua/lib/extract_quota.lua`` mirrors it line for line, and the contract suite holds both to the
+same answers.
 
 One counter per client, limit and window: ``index`` (the window ``current`` counts in, i.e.
 ``now // window``), ``current`` and ``previous`` (the units of the window before it). The count

@@ -1,5 +1,5 @@
 -- upsert.lua: one chunk of ADR-005's provider upsert (six steps), atomically.
--- KEYS[1]  <prefix>:{activity}:meta (every other key is derived from it; see lib.lua)
+-- KEYS[1]  <prefix>:{activity}:meta (every other key is derived from it; see lib/core.lua's bind)
 -- ARGV[1]  now (caller clock, ms)
 -- ARGV[2]  upstream ID
 -- ARGV[3]  max_size (final hard limit on the upstream's unextracted inventory)

@@ -1,9 +1,10 @@
 """Loading the Lua operations and calling them: the only place that speaks to Redis.
 
-``lua/lib.lua`` and every operation file (``lua/<name>.lua``, each wrapped as one function) form
-one Redis function library, loaded once (FUNCTION LOAD) and called with FCALL. A library costs
-its helpers once per load instead of once per call, which as an EVALSHA prelude cost more than
-the operations themselves (docs/PERFORMANCE.md). The library's name carries a digest of its
+The library's parts (``lua/lib/<part>.lua``, joined in ``LIB_PARTS`` order) and every operation
+file (``lua/<name>.lua``, each wrapped as one function) form one Redis function library, loaded
+once (FUNCTION LOAD) and called with FCALL. A library costs its helpers once per load instead
+of once per call, which as an EVALSHA prelude cost more than the operations themselves
+(docs/PERFORMANCE.md). The library's name carries a digest of its
 code, so two versions side by side never clash; a "function not found" reply (a restart, a
 failover to a replica without it, FUNCTION FLUSH) reloads it and retries transparently, once.
 Replies are JSON: ``{"ok": value}`` or ``{"err": code, "reason": ..., ...}``; errors map to
@@ -33,6 +34,22 @@ from activity.errors import (
 from activity.redis.direct import pooled_call
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
+LIB_DIR = LUA_DIR / "lib"
+
+# The library's parts, in the order they are joined. A Lua local is visible only below its
+# declaration, so each part comes after every part it uses; a part out of order compiles but
+# fails when a function calls a name that is not declared yet. `core` first: its buffer is the
+# only way to a hash or sorted set (tests/activity/test_lua_rules.py).
+LIB_PARTS = (
+    "core",
+    "records",
+    "sessions_slots",
+    "ownership_drain",
+    "sweep",
+    "outcomes_quarantine",
+    "upsert_health",
+    "extract_quota",
+)
 
 SCRIPT_NAMES = (
     "upsert",
@@ -61,9 +78,14 @@ SCRIPT_NAMES = (
 _TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 
 
+def lib_source() -> str:
+    """The shared part of the library: its parts joined in ``LIB_PARTS`` order, as Lua text."""
+    return "\n".join((LIB_DIR / f"{part}.lua").read_text() for part in LIB_PARTS)
+
+
 def script_source(name: str) -> str:
     """The shared library and one operation's body, as Lua text (for tests and readers)."""
-    return (LUA_DIR / "lib.lua").read_text() + "\n" + (LUA_DIR / f"{name}.lua").read_text()
+    return lib_source() + "\n" + (LUA_DIR / f"{name}.lua").read_text()
 
 
 _WRAPPER = (
@@ -85,7 +107,7 @@ def library() -> tuple[str, str]:
     The suffix is a digest of the whole library as it will run (library, bodies and wrapper),
     so any change to any of them is a new library, never old code under a known name.
     """
-    lib = (LUA_DIR / "lib.lua").read_text()
+    lib = lib_source()
     bodies = {name: (LUA_DIR / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
 
     def build(suffix: str) -> str:

@@ -1,6 +1,6 @@
-"""The sliding window arithmetic of CallQuota (activity/_quota.py; lua/lib.lua mirrors it and the
-contract suite holds the two to the same answers): a refusal's wait is exactly the first
-millisecond at which the cost fits, found here by trying every millisecond."""
+"""The sliding window arithmetic of CallQuota (activity/_quota.py; lua/lib/extract_quota.lua
+mirrors it and the contract suite holds the two to the same answers): a refusal's wait is
+exactly the first millisecond at which the cost fits, found here by trying every millisecond."""
 
 from __future__ import annotations
 

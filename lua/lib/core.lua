@@ -1,0 +1,304 @@
+-- lib/core.lua: the primitives every other part of the RedisPool function library is built on:
+-- key names, the per-call write buffer, counters, key lifetimes, replies and stored results.
+-- activity/redis/_scripts.py joins lua/lib/*.lua (in its LIB_PARTS order, this file first)
+-- and every operation file, each wrapped as one registered function, into one library loaded
+-- once (FUNCTION LOAD): the helpers are created once per load, not once per call (as a prelude
+-- of every EVALSHA they cost more than the operations themselves: docs/PERFORMANCE.md). Only
+-- declarations at the top level: Redis runs a library's top level with no access to
+-- `redis.call`, `string` or `cjson`. A local is visible only below its declaration, so a part
+-- uses only what the parts before it (and itself, above) declare.
+--
+-- The rule this file exists for: hashes and sorted sets are read and written only through the
+-- buffer primitives below (hget, prefetch, hset, hdel, hexists, zadd, zrem, zread) and the
+-- counters (bump, counter). A `redis.call` on a hash or sorted set anywhere else would read
+-- past this call's buffered writes, or write under them. tests/activity/test_lua_rules.py
+-- fails when any other file does (its short list of exceptions says why each is safe).
+--
+-- Keys: KEYS[1] of every operation is the namespace's meta key `<prefix>:{activity}:meta`;
+-- `bind` derives every other key from it. Index keys depend on a record's own labels (its region,
+-- carrier, ...), which no caller can know before the script has read the record, so they are
+-- named inside the script. All of them carry the `{activity}` hash tag: one slot, as the ADR's
+-- Cluster single-slot option requires.
+--
+-- Replies: every script returns one JSON string, {"ok": ...} or {"err": code, "reason": ...};
+-- the codes are activity/errors.py's table, the reasons its *_REASONS tuples (no free text:
+-- MemoryPool must give the same answer). A Lua error (assert) is a programming error.
+
+local LAYOUT = '1'
+local META, NS, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT
+local OWN, OWN_EXP, TICKETS, EPOCH, SESS, SESS_EXP, RT, RT_EXP, GEN, FIXED
+local OUTCOMES, QUAR, QUAR_EXP, QUAR_EXITS
+local function k(name) return NS .. name end
+
+-- Keys this call touched whose lifetime must reach the pool's horizon (see touch/finish).
+local touched = {}
+local function touch(key) touched[key] = true end
+
+local GRACE_MS = 60000
+local call_ttl = nil  -- the TTL this call extended keys to, for flush_counts
+
+-- Hash and sorted-set access goes through the helpers below, never through `redis.call`
+-- directly. Writes are buffered for the length of one call and sent as one command per key
+-- (flush_writes): an upsert chunk of 500 new proxies is five HSET/ZADD commands, not 2,500,
+-- and every command sent from Lua costs a fixed ~1.5 us here (docs/PERFORMANCE.md). Reads
+-- see this call's own buffered writes first, then what they (or a `prefetch`) read before.
+-- A sorted-set read flushes the buffered sorted-set writes first (zread): ranks and counts
+-- must see them. Buffers live for one call (reset by bind); nothing is kept across calls.
+local hbuf, zbuf, rcache = {}, {}, {}  -- key -> field/member -> value (false: deleted/removed)
+local FLUSH_CHUNK = 400  -- fields or members per command: keeps `unpack` far below Lua's limit
+
+-- t[key], a table created on first use (per-key buffers, caches).
+local function subtable(t, key)
+  local sub = t[key]
+  if not sub then
+    sub = {}
+    t[key] = sub
+  end
+  return sub
+end
+
+local function hget(hash, field)
+  local pending_hash = hbuf[hash]
+  if pending_hash then
+    local v = pending_hash[field]
+    if v ~= nil then return v or nil end
+  end
+  local cached = subtable(rcache, hash)
+  local v = cached[field]
+  if v == nil then
+    v = redis.call('HGET', hash, field)
+    cached[field] = v
+  end
+  return v or nil
+end
+
+-- Read many fields of one hash in a few HMGETs, so later hget calls need no round trip.
+local function prefetch(hash, fields)
+  local cached = subtable(rcache, hash)
+  for first = 1, #fields, FLUSH_CHUNK do
+    local last = math.min(#fields, first + FLUSH_CHUNK - 1)
+    local values = redis.call('HMGET', hash, unpack(fields, first, last))
+    for i = first, last do
+      if cached[fields[i]] == nil then cached[fields[i]] = values[i - first + 1] end
+    end
+  end
+end
+
+local function hset(hash, field, value) subtable(hbuf, hash)[field] = value end
+local function hdel(hash, field) subtable(hbuf, hash)[field] = false end
+local function hexists(hash, field) return hget(hash, field) ~= nil end
+local function zadd(key, score, member) subtable(zbuf, key)[member] = score end
+local function zrem(key, member) subtable(zbuf, key)[member] = false end
+
+local function score_text(score)
+  if score == math.floor(score) then return string.format('%d', score) end
+  return string.format('%.17g', score)
+end
+
+-- Send one key's buffered writes: sets/adds in chunks, then deletes/removes in chunks.
+local function send(set_cmd, del_cmd, key, entries, pair)
+  local sets, dels = {}, {}
+  for name, value in pairs(entries) do
+    if value == false then
+      dels[#dels + 1] = name
+    else
+      pair(sets, name, value)
+    end
+  end
+  for first = 1, #sets, 2 * FLUSH_CHUNK do
+    redis.call(set_cmd, key, unpack(sets, first, math.min(#sets, first + 2 * FLUSH_CHUNK - 1)))
+  end
+  for first = 1, #dels, FLUSH_CHUNK do
+    redis.call(del_cmd, key, unpack(dels, first, math.min(#dels, first + FLUSH_CHUNK - 1)))
+  end
+end
+local function hash_pair(out, field, value)
+  out[#out + 1] = field
+  out[#out + 1] = value
+end
+local function zset_pair(out, member, score)
+  out[#out + 1] = score_text(score)
+  out[#out + 1] = member
+end
+
+local function flush_zsets()
+  for key, entries in pairs(zbuf) do send('ZADD', 'ZREM', key, entries, zset_pair) end
+  zbuf = {}
+end
+
+-- Every buffered write, sent. Hash values stay readable through rcache afterwards.
+local function flush_writes()
+  for hash, entries in pairs(hbuf) do
+    send('HSET', 'HDEL', hash, entries, hash_pair)
+    local cached = subtable(rcache, hash)
+    for field, value in pairs(entries) do cached[field] = value end
+  end
+  hbuf = {}
+  flush_zsets()
+end
+
+-- A sorted-set read (ZCARD, ZRANGE, ZCOUNT, ZRANGEBYSCORE, ...), after the buffered writes.
+local function zread(cmd, key, ...)
+  if next(zbuf) then flush_zsets() end
+  return redis.call(cmd, key, ...)
+end
+
+-- Lifetimes only ever grow (see finish): extend, never shorten. A key without a TTL gets one.
+local function extend(key, ms)
+  if next(hbuf) or next(zbuf) then flush_writes() end  -- the key may exist only in a buffer
+  local current = redis.call('PTTL', key)
+  if current == -1 or (current >= 0 and current < ms) then redis.call('PEXPIRE', key, ms) end
+end
+
+local function ok(value) return cjson.encode({ok = value}) end
+local function fail(code, reason, extra)
+  local reply = extra or {}
+  reply.err, reply.reason = code, reason
+  return cjson.encode(reply)
+end
+
+local function tonum(s) return tonumber(s) end
+
+local function get_json(hash, field)
+  local raw = hget(hash, field)
+  if raw then return cjson.decode(raw) end
+  return nil
+end
+
+local function digest(value) return redis.sha1hex(value) end
+-- Key names built from labels, kept for one call (bind clears them): an upsert chunk or an
+-- extract names the same few index keys for every proxy it touches.
+local named = {}
+local function named_key(dim, value)
+  local by_value = subtable(named, dim)
+  local key = by_value[value]
+  if not key then
+    key = k(dim .. ':' .. value)
+    by_value[value] = key
+  end
+  return key
+end
+local function expiry_key(u) return named_key('expiry', u) end
+local function owned_key(u) return k('owned:' .. digest(u)) end
+local function worker_owned_key(w) return k('worker-owned:' .. digest(w)) end
+local function worker_draining_key(w) return k('worker-draining:' .. digest(w)) end
+local function index_key(dim, value) if dim == 'available' then return AVAIL end return named_key(dim, value) end
+
+-- Counter changes are summed during a call and written once at its end (flush_counts, run by
+-- the function wrapper after every operation): a chunk of 500 inserts is one HINCRBY, not
+-- 1,000. Reads inside the same call go through `counter`, which adds what is pending.
+local pending = {}
+local function bump(hash, field, delta)
+  if delta ~= 0 then
+    local fields = subtable(pending, hash)
+    fields[field] = (fields[field] or 0) + delta
+  end
+end
+
+local stored_counts = {}  -- hash .. '|' .. field -> value at the start of this call
+local function counter(hash, field)
+  local id = hash .. '|' .. field
+  local base = stored_counts[id]
+  if base == nil then
+    base = tonumber(redis.call('HGET', hash, field) or '0')
+    stored_counts[id] = base
+  end
+  local fields = pending[hash]
+  return base + (fields and fields[field] or 0)
+end
+
+local function flush_counts()
+  for hash, fields in pairs(pending) do
+    for field, delta in pairs(fields) do
+      if delta ~= 0 and redis.call('HINCRBY', hash, field, delta) == 0 then
+        redis.call('HDEL', hash, field)
+      end
+    end
+    if not call_ttl then call_ttl = redis.call('PTTL', HOT) end  -- `hot` lives to the horizon
+    if call_ttl > 0 then extend(hash, call_ttl) end
+  end
+  pending = {}
+end
+
+-- Key lifetimes. `meta.horizon` is the latest hard expiry the pool has held (caller clock, ms)
+-- and only grows. Every key lives at least until the horizon plus a grace, set as a relative
+-- TTL (a caller clock far from the server's is harmless), and lifetimes only ever grow: a
+-- provider shortening one proxy's TTL must never shorten a key that other live data is in.
+-- The fixed keys are extended together whenever the horizon moves; a dynamic key (an index,
+-- a per-worker set) whenever an operation touches it; counters when they are written.
+local function finish(now)
+  flush_writes()
+  local latest = zread('ZRANGE', EXP, -1, -1, 'WITHSCORES')[2]
+  local known = tonumber(redis.call('HGET', META, 'horizon') or '0')
+  if latest and tonumber(latest) > known then
+    known = tonumber(latest)
+    redis.call('HSET', META, 'horizon', string.format('%d', known), 'layout', LAYOUT)
+    if known - now + GRACE_MS > 0 then
+      for _, key in ipairs(FIXED) do extend(key, known - now + GRACE_MS) end
+    end
+  end
+  local ttl = known - now + GRACE_MS
+  if ttl <= 0 then return end
+  call_ttl = ttl
+  for key in pairs(touched) do extend(key, ttl) end
+end
+
+-- For operations that are given no caller clock: `hot` already lives to the horizon.
+local function finish_like_records()
+  flush_writes()
+  local ttl = redis.call('PTTL', HOT)
+  if ttl <= 0 then return end
+  call_ttl = ttl
+  for key in pairs(touched) do extend(key, ttl) end
+end
+
+-- Stored results (idempotency, operation IDs). The key's own TTL frees memory; the stored
+-- expiry `x` keeps replay time on the caller's clock, like every other proxy time.
+-- Stored as "digest|expires|nonce|<result JSON>". Returns the result JSON and whether it is a
+-- replay to the caller (not when the stored call is this very call, `nonce`: our own retry
+-- after a lost reply is the first answer the caller sees); nil when there is none; false when
+-- the request digest differs.
+local function replay(key, request_digest, now, nonce)
+  local stored = redis.call('GET', key)
+  if not stored then return nil end
+  local d, x, n, result = string.match(stored, '^([^|]*)|(%d+)|([^|]*)|(.*)$')
+  if tonumber(x) <= now then return nil end
+  if d ~= request_digest then return false end
+  return result, n ~= nonce
+end
+
+local function remember(key, request_digest, result_json, expires, now, nonce)
+  redis.call('SET', key, table.concat({request_digest, string.format('%d', expires), nonce,
+             result_json}, '|'), 'PX', expires - now)
+end
+
+-- The server's clock, read once per operation as its "now" and never waited on: Valkey
+-- freezes TIME for the whole run of a script, so a loop on it would never end there
+-- (lua/README.md).
+local function server_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The start of every operation: name the namespace's keys (cached while the namespace stays
+-- the same), forget the previous call's touched keys, refuse a foreign data layout.
+local function bind(meta)
+  touched, pending, stored_counts, call_ttl = {}, {}, {}, nil
+  hbuf, zbuf, rcache, named = {}, {}, {}, {}
+  if meta ~= META then
+    META, NS = meta, string.sub(meta, 1, #meta - 4)
+    R, HOT, HEALTH = k('records'), k('hot'), k('health')
+    UNIQ, EXP, AVAIL = k('unique'), k('expiry'), k('available')
+    INV, MANAGED_COUNT = k('inventory'), k('managed')
+    OWN, OWN_EXP, TICKETS, EPOCH = k('owners'), k('owner-expiry'), k('drain-tickets'), k('epoch')
+    SESS, SESS_EXP = k('worker-sessions'), k('worker-session-expiry')
+    RT, RT_EXP, GEN = k('worker-runtime'), k('worker-runtime-expiry'), k('session-generation')
+    OUTCOMES, QUAR = k('outcomes'), k('quarantine')
+    QUAR_EXP, QUAR_EXITS = k('quarantine-expiry'), k('quarantine-exits')
+    FIXED = {META, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT, OWN, OWN_EXP, TICKETS,
+             EPOCH, GEN}
+  end
+  local stored = redis.call('HGET', META, 'layout')
+  if stored and stored ~= LAYOUT then return fail('layout_mismatch') end
+  return nil
+end
