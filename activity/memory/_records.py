@@ -26,7 +26,7 @@ class Record:
     usable_ms: int
     fetched_ms: int
     username: str | None
-    password: str | None
+    password: str | None = field(repr=False)
     labels: tuple[tuple[str, str], ...]
     state: ProxyState = ProxyState.FETCHED
     checked_ms: int | None = None

@@ -40,7 +40,8 @@ _K = TypeVar("_K", str, tuple[str, str])
 MAX_QUOTA_COUNTERS = 10_000
 
 
-@dataclass(eq=False, slots=True)
+# No repr: the records hold proxy passwords, and a repr is what ends up in a log line.
+@dataclass(eq=False, repr=False, slots=True)
 class PoolState:
     """The tables, the lock and the clocks; each port family reads and writes them under ``lock``.
 
