@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from activity._checks import YEAR_MS, count, duration_ms
+from activity._time import span_ms
 from activity.credentials import SecretRef
+from activity.errors import InvalidRequest
 
 
 class ProxyState(StrEnum):
@@ -103,10 +107,43 @@ class PoolOptions:
     max_quarantine_batch: int = 1_000
 
     def __post_init__(self) -> None:
-        # Imported here to keep this module free of validation helpers' import cycle.
-        from activity._validation import check_options
+        _check_options(self)
 
-        check_options(self)
+
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
+
+
+def _check_options(options: PoolOptions) -> None:
+    if not isinstance(options.prefix, str) or not _PREFIX.fullmatch(options.prefix):
+        raise InvalidRequest("prefix must be 1-32 characters of [A-Za-z0-9._-]")
+    for name in (
+        "max_upsert_batch",
+        "script_batch_cap",
+        "max_health_batch",
+        "max_extract_count",
+        "scan_budget",
+        "clean_budget",
+        "max_sweep_limit",
+        "max_report_entries",
+        "max_text",
+        "max_host_length",
+        "max_quarantine_batch",
+    ):
+        value = getattr(options, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidRequest(f"PoolOptions.{name} must be a positive integer")
+    count(options.max_gateway_reserve, "PoolOptions.max_gateway_reserve", low=0, high=10**9)
+    for name in ("idempotency_ttl", "operation_ttl", "report_ttl", "max_proxy_ttl",
+                 "max_lease_ttl", "max_clock_skew", "max_quarantine"):  # fmt: skip
+        value = getattr(options, name)
+        # A year bounds every TTL: key lifetimes stay finite and datetime arithmetic exact.
+        if not isinstance(value, timedelta) or not 1 <= span_ms(value) <= YEAR_MS:
+            raise InvalidRequest(f"PoolOptions.{name} must be a timedelta of 1 ms to a year")
+    duration_ms(
+        options.default_quarantine,
+        "PoolOptions.default_quarantine",
+        maximum=span_ms(options.max_quarantine),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,135 @@
+"""Checks of the extract and quota family: an extract request and a client's CallQuota."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from activity._checks import count, digest, duration_ms, token
+from activity._validation.common import text
+from activity.errors import InvalidRequest
+from activity.types import (
+    PROTOCOLS,
+    CallQuota,
+    ExtractFilters,
+    ExtractMode,
+    ExtractRequest,
+    PoolOptions,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedExtract:
+    client_id: str
+    count: int
+    mode: ExtractMode
+    filters: tuple[tuple[str, str], ...]  # (dimension, value), in index order
+    max_health_age_ms: int | None
+    min_remaining_ms: int
+    reserve: int
+    #: Where the replay is stored ("idem" for a client key, "op" for a request ID), or None.
+    replay_kind: str | None
+    replay_digest: str | None
+    request_digest: str
+    quota: PreparedQuota | None = None
+
+
+#: Largest limit of a CallQuota (units per window) and its longest window.
+QUOTA_MAX_UNITS = 10_000_000
+QUOTA_MAX_WINDOW_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedQuota:
+    calls: int
+    call_window_ms: int
+    proxies: int
+    proxy_window_ms: int
+
+
+def prepare_quota(value: object) -> PreparedQuota | None:
+    if value is None:
+        return None
+    if not isinstance(value, CallQuota):
+        raise InvalidRequest("quota must be a CallQuota")
+    return PreparedQuota(
+        calls=count(value.calls, "quota.calls", low=1, high=QUOTA_MAX_UNITS),
+        call_window_ms=duration_ms(
+            value.call_window, "quota.call_window", minimum=1, maximum=QUOTA_MAX_WINDOW_MS
+        ),
+        proxies=count(value.proxies, "quota.proxies", low=1, high=QUOTA_MAX_UNITS),
+        proxy_window_ms=duration_ms(
+            value.proxy_window, "quota.proxy_window", minimum=1, maximum=QUOTA_MAX_WINDOW_MS
+        ),
+    )
+
+
+def prepare_charge(
+    client_id: object, quota: object, options: PoolOptions
+) -> tuple[str, PreparedQuota]:
+    """``charge_call``'s arguments, checked."""
+    client = text(client_id, "client_id", options)
+    prepared = prepare_quota(quota)
+    if prepared is None:
+        raise InvalidRequest("charge_call takes a CallQuota")
+    return client, prepared
+
+
+FILTER_DIMENSIONS = ("upstream", "region", "carrier", "protocol")
+
+
+def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
+    if not isinstance(request, ExtractRequest):
+        raise InvalidRequest("extract takes an ExtractRequest")
+    client_id = text(request.client_id, "client_id", options)
+    n = count(request.count, "count", low=1, high=options.max_extract_count)
+    if not isinstance(request.mode, ExtractMode):
+        raise InvalidRequest(f"mode must be one of {[m.value for m in ExtractMode]}")
+    if not isinstance(request.filters, ExtractFilters):
+        raise InvalidRequest("filters must be ExtractFilters")
+    filters = []
+    for dim in FILTER_DIMENSIONS:
+        value = getattr(request.filters, dim)
+        if value is not None:
+            filters.append((dim, token(value, f"filters.{dim}")))
+    if request.filters.protocol is not None and request.filters.protocol not in PROTOCOLS:
+        raise InvalidRequest(f"filters.protocol must be one of {sorted(PROTOCOLS)}")
+    health_age = None
+    if request.max_health_age is not None:
+        health_age = duration_ms(request.max_health_age, "max_health_age", minimum=1)
+    remaining = 0
+    if request.min_remaining is not None:
+        remaining = duration_ms(request.min_remaining, "min_remaining")
+    reserve = count(
+        request.reserve_for_gateway,
+        "reserve_for_gateway",
+        low=0,
+        high=options.max_gateway_reserve,
+    )
+    if n + reserve > options.scan_budget:
+        raise InvalidRequest("count + reserve_for_gateway exceeds the scan budget")
+    body = json.dumps(
+        [n, request.mode.value, filters, health_age, remaining, reserve], separators=(",", ":")
+    )
+    request_digest = digest("extract", body)
+    kind: str | None = None
+    replay: str | None = None
+    if request.idempotency_key is not None:
+        key = text(request.idempotency_key, "idempotency_key", options)
+        kind, replay = "idem", digest("idem", client_id, key)
+    elif request.request_id is not None:
+        rid = text(request.request_id, "request_id", options)
+        kind, replay = "op", digest("op-extract", client_id, rid)
+    return PreparedExtract(
+        client_id=client_id,
+        count=n,
+        mode=request.mode,
+        filters=tuple(filters),
+        max_health_age_ms=health_age,
+        min_remaining_ms=remaining,
+        reserve=reserve,
+        replay_kind=kind,
+        replay_digest=replay,
+        request_digest=request_digest,
+        quota=prepare_quota(request.quota),
+    )

@@ -1,0 +1,187 @@
+"""Extract and quota: clients take proxies out of the pool for good, within their CallQuota
+(ports ExtractionStore, CallCounter)."""
+
+from __future__ import annotations
+
+from activity import _quota
+from activity._time import from_ms, span_ms
+from activity._validation.extract import (
+    PreparedExtract,
+    PreparedQuota,
+    prepare_charge,
+    prepare_extract,
+)
+from activity.deadline import check_deadline
+from activity.errors import (
+    IdempotencyConflict,
+    InsufficientInventory,
+    QuotaExceeded,
+    ScanBudgetExhausted,
+)
+from activity.memory._records import Record
+from activity.memory._state import MAX_QUOTA_COUNTERS, PoolState
+from activity.types import (
+    CallQuota,
+    ExtractedProxy,
+    ExtractMode,
+    ExtractRequest,
+    ExtractResult,
+    ProxyState,
+)
+
+
+class Extracts:
+    def __init__(self, state: PoolState) -> None:
+        self._s = state
+
+    # ------------------------------------------------------------------ ExtractionStore
+    def extract(self, request: ExtractRequest) -> ExtractResult:
+        s = self._s
+        prepared = prepare_extract(request, s.options)
+        with s.lock:
+            check_deadline()
+            now = s.now()
+            kind, digest = prepared.replay_kind, prepared.replay_digest
+            quota = prepared.quota
+            stored: object = None
+            conflict: IdempotencyConflict | None = None
+            if kind is not None and digest is not None:
+                try:
+                    stored = s.replayed(kind, digest, prepared.request_digest, now)
+                except IdempotencyConflict as exc:
+                    conflict = exc
+            if quota is not None:  # every call takes its unit: a replay's, a conflict's too
+                self._take_quota(prepared.client_id, quota, "calls", now, 1)
+            if conflict is not None:
+                raise conflict
+            if isinstance(stored, ExtractResult):  # a replay hands out no new proxy
+                return ExtractResult(stored.proxies, stored.requested, replayed=True)
+            if quota is not None:  # count more must fit; only what is returned is charged
+                self._quota_room(prepared.client_id, quota, "proxies", now, prepared.count)
+            s.clean_expired(now, s.options.clean_budget)
+            selected = self._select(prepared, now)
+            proxies = []
+            for rec in selected:
+                with s.tracking(rec):
+                    rec.state = ProxyState.EXTRACTED
+                    rec.extracted_by = prepared.client_id
+                proxies.append(_extracted(rec))
+            result = ExtractResult(tuple(proxies), prepared.count)
+            if quota is not None and proxies:
+                self._take_quota(prepared.client_id, quota, "proxies", now, len(proxies))
+            if kind is not None and digest is not None:
+                ttl = s.options.idempotency_ttl if kind == "idem" else s.options.operation_ttl
+                expires = now + span_ms(ttl)
+                if selected:  # a replay must never outlive a proxy it returns
+                    expires = min(expires, min(rec.expires_ms for rec in selected))
+                s.store_replay(kind, digest, prepared.request_digest, result, expires)
+            return result
+
+    def _select(self, req: PreparedExtract, now: int) -> list[Record]:
+        s = self._s
+        names = [("available", ""), *req.filters]
+        # Drive from the smallest index; ties go to the most specific (filters come first).
+        driving = min(reversed(names), key=lambda name: len(s.index(name)))
+        threshold = now + req.min_remaining_ms
+        budget = s.options.scan_budget
+        need = req.count + req.reserve
+        wanted = dict(req.filters)
+        matches: list[Record] = []
+        index = s.index(driving)
+        for pid in index.above(threshold, budget):
+            rec = s.records[pid]
+            if self._matches(rec, wanted, req, now, threshold):
+                matches.append(rec)
+                if len(matches) == need:
+                    break
+        if len(matches) < need and index.count_above(threshold) > budget:
+            raise ScanBudgetExhausted("extract scan budget exhausted; retry shortly")
+        take = min(req.count, max(0, len(matches) - req.reserve))
+        if req.mode is ExtractMode.ALL_OR_NOTHING and take < req.count:
+            raise InsufficientInventory(
+                "not enough matching proxies", requested=req.count, available=take
+            )
+        return matches[:take]
+
+    def _matches(
+        self, rec: Record, wanted: dict[str, str], req: PreparedExtract, now: int, threshold: int
+    ) -> bool:
+        if (
+            rec.state is not ProxyState.AVAILABLE
+            or rec.proxy_id in self._s.owners
+            or rec.expires_ms <= now
+            or rec.usable_ms <= threshold
+        ):
+            return False
+        if req.max_health_age_ms is not None and (
+            rec.checked_ms is None or now - rec.checked_ms > req.max_health_age_ms
+        ):
+            return False
+        actual = {"upstream": rec.upstream_id, "region": rec.region, "carrier": rec.carrier,
+                  "protocol": rec.protocol}  # fmt: skip
+        return all(actual[dim] == value for dim, value in wanted.items())
+
+    # ------------------------------------------------------------------ CallCounter
+    def charge_call(self, client_id: str, quota: CallQuota) -> None:
+        s = self._s
+        client, prepared = prepare_charge(client_id, quota, s.options)
+        with s.lock:
+            check_deadline()
+            self._take_quota(client, prepared, "calls", s.now(), 1)
+
+    def _quota_room(
+        self, client: str, quota: PreparedQuota, limit: str, now: int, cost: int
+    ) -> _quota.Window:
+        """The counter with ``cost`` more units, or ``QuotaExceeded`` (nothing stored)."""
+        key, units, window = _quota_counter(client, quota, limit)
+        after = _quota.take(self._s.quotas.get(key), now, units, window, cost)
+        if isinstance(after, _quota.Refusal):
+            raise QuotaExceeded(
+                f"quota_exceeded: {limit}",
+                reason=limit,
+                retry_after_ms=after.wait_ms,
+                left=after.left,
+            )
+        return after
+
+    def _take_quota(
+        self, client: str, quota: PreparedQuota, limit: str, now: int, cost: int
+    ) -> None:
+        s = self._s
+        key = _quota_counter(client, quota, limit)[0]
+        s.quotas[key] = self._quota_room(client, quota, limit, now, cost)
+        if len(s.quotas) > s.quota_prune_at:
+            # Drop counters that no longer count (two windows old), as Redis expires them. The
+            # next prune waits until the live ones have doubled: at most twice the live counters
+            # (and MAX_QUOTA_COUNTERS) are kept, at an amortized constant cost per charge.
+            stale = [k for k, w in s.quotas.items() if w.index < now // k[3] - 1]
+            for k in stale:
+                del s.quotas[k]
+            s.quota_prune_at = max(MAX_QUOTA_COUNTERS, 2 * len(s.quotas))
+
+
+def _quota_counter(
+    client: str, quota: PreparedQuota, limit: str
+) -> tuple[tuple[str, str, int, int], int, int]:
+    if limit == "calls":
+        units, window = quota.calls, quota.call_window_ms
+    else:
+        units, window = quota.proxies, quota.proxy_window_ms
+    return (client, limit, units, window), units, window
+
+
+def _extracted(rec: Record) -> ExtractedProxy:
+    return ExtractedProxy(
+        proxy_id=rec.proxy_id,
+        upstream_id=rec.upstream_id,
+        host=rec.host,
+        port=rec.port,
+        protocol=rec.protocol,
+        region=rec.region,
+        carrier=rec.carrier,
+        expires_at=from_ms(rec.expires_ms),
+        usable_until=from_ms(rec.usable_ms),
+        username=rec.username,
+        password=rec.password,
+        labels=dict(rec.labels),
+    )

@@ -1,0 +1,193 @@
+"""Upsert and health: what providers fetched enters the pool, health checks move it between
+states, and the upstream's inventory is read back (ports Upserter, HealthStore,
+InventoryReader)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+
+from activity._checks import digest, token
+from activity._time import span_ms
+from activity._validation.upsert import PreparedBatch, PreparedProxy, prepare_batch, prepare_health
+from activity._zset import ZSet
+from activity.deadline import check_deadline
+from activity.memory._records import TERMINAL, Record
+from activity.memory._state import PoolState, zadd
+from activity.memory.outcomes import quarantined
+from activity.types import (
+    EVERY_HOST,
+    FetchedBatch,
+    HealthResult,
+    HealthUpdate,
+    ProxyState,
+    UpsertResult,
+)
+
+
+class Upserts:
+    def __init__(self, state: PoolState) -> None:
+        self._s = state
+
+    # ------------------------------------------------------------------ Upserter
+    def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult:
+        s = self._s
+        with s.lock:
+            now = s.now()
+            prepared = prepare_batch(batch, s.options, s.credentials, now)
+            check_deadline()
+            op = None
+            if batch.operation_id is not None:
+                op = digest("op-upsert", prepared.upstream_id, batch.operation_id)
+                stored = s.replayed("op", op, prepared.content_digest, now)
+                if isinstance(stored, UpsertResult):
+                    return dataclasses.replace(stored, replayed=True)
+            counts = Counter[str]()
+            # Chunks of script_batch_cap input positions, each starting with its own bounded
+            # clean, exactly as RedisPool runs one call per chunk: the counts agree.
+            for chunk in prepared.chunks(s.options.script_batch_cap):
+                self._upsert_chunk(prepared, chunk, now, counts)
+            result = UpsertResult(
+                inserted=counts["inserted"],
+                refreshed=counts["refreshed"],
+                dropped=prepared.dropped,
+                conflicts=counts["conflicts"],
+                skipped_terminal=counts["skipped_terminal"],
+                over_capacity=counts["over_capacity"],
+                cleaned=counts["cleaned"],
+                quarantined=counts["quarantined"],
+            )
+            if op is not None:
+                expires = now + span_ms(s.options.operation_ttl)
+                s.store_replay("op", op, prepared.content_digest, result, expires)
+            return result
+
+    def _upsert_chunk(
+        self,
+        batch: PreparedBatch,
+        chunk: Sequence[PreparedProxy],
+        now: int,
+        counts: Counter[str],
+    ) -> None:
+        s = self._s
+        counts["cleaned"] += s.clean_expired(now, s.options.clean_budget)[0]
+        upstream = batch.upstream_id
+        if s.inventory.get(upstream, 0) + len(chunk) > batch.max_size:
+            # max_size is about live stock: the upstream's own expired records must not hold
+            # places. Bounded by the scan budget; beyond it the limit errs on the safe side.
+            expiry = s.upstream_expiry.get(upstream) or ZSet()
+            counts["cleaned"] += s.clean_expired(now, s.options.scan_budget, expiry)[0]
+        for cand in chunk:
+            self._upsert_one(batch, cand, now, counts)
+
+    def _upsert_one(
+        self, batch: PreparedBatch, cand: PreparedProxy, now: int, counts: Counter[str]
+    ) -> None:
+        """One candidate of ADR-005's six upsert steps."""
+        s = self._s
+        holder_id = s.unique.get(cand.key_digest)
+        for pid in (holder_id, cand.proxy_id):
+            rec = s.records.get(pid) if pid is not None else None
+            if rec is not None and rec.expires_ms <= now:
+                s.delete(rec)  # an expired incumbent never blocks a new lifecycle
+                counts["cleaned"] += 1
+        holder_id = s.unique.get(cand.key_digest)
+        rec = s.records.get(cand.proxy_id)
+        if rec is None:
+            if holder_id is not None:
+                counts["conflicts"] += 1  # the exit is already held under another proxy ID
+            elif quarantined(s, cand.key_digest, EVERY_HOST, now):
+                counts["quarantined"] += 1  # a banned exit is not taken again for a while
+            elif s.inventory.get(batch.upstream_id, 0) >= batch.max_size:
+                counts["over_capacity"] += 1
+            else:
+                self._insert(batch, cand)
+                counts["inserted"] += 1
+        elif rec.key_digest != cand.key_digest or rec.upstream_id != batch.upstream_id:
+            counts["conflicts"] += 1  # the incumbent (ID and upstream) keeps its lifecycle
+        elif rec.state in TERMINAL:
+            counts["skipped_terminal"] += 1  # EXTRACTED never re-enters by refresh
+        else:
+            with s.tracking(rec):
+                _apply_candidate(rec, cand)
+                self._set_expiry(rec)
+                owner = s.owners.get(rec.proxy_id)
+                if owner is not None and owner.lease_ms > rec.usable_ms:
+                    s.set_lease(rec.proxy_id, owner, rec.usable_ms)  # lease <= usable_until
+            counts["refreshed"] += 1
+
+    def _set_expiry(self, rec: Record) -> None:
+        self._s.expiry.add(rec.proxy_id, rec.expires_ms)
+        zadd(self._s.upstream_expiry, rec.upstream_id, rec.proxy_id, rec.expires_ms)
+
+    def _insert(self, batch: PreparedBatch, cand: PreparedProxy) -> None:
+        s = self._s
+        rec = Record(
+            proxy_id=cand.proxy_id,
+            upstream_id=batch.upstream_id,
+            key_digest=cand.key_digest,
+            host=cand.host,
+            port=cand.port,
+            protocol=cand.protocol,
+            region=cand.region,
+            carrier=cand.carrier,
+            max_concurrency=cand.max_concurrency,
+            expires_ms=cand.expires_ms,
+            usable_ms=cand.usable_ms,
+            fetched_ms=batch.fetched_ms,
+            username=cand.username,
+            password=cand.password,
+            labels=cand.labels,
+        )
+        with s.tracking(rec):  # absent on entry: the insert is counted on exit
+            s.records[rec.proxy_id] = rec
+        s.unique[cand.key_digest] = cand.proxy_id
+        self._set_expiry(rec)
+
+    # ------------------------------------------------------------------ HealthStore
+    def apply_health(self, updates: Sequence[HealthUpdate]) -> HealthResult:
+        s = self._s
+        with s.lock:
+            now = s.now()
+            prepared = prepare_health(updates, s.options, now)
+            check_deadline()
+            s.clean_expired(now, s.options.clean_budget)
+            applied = missing = ignored = stale = 0
+            for upd in prepared:
+                rec = s.records.get(upd.proxy_id)
+                if rec is None or rec.expires_ms <= now:
+                    missing += 1
+                elif rec.state in TERMINAL:
+                    ignored += 1
+                elif rec.checked_ms is not None and upd.checked_ms < rec.checked_ms:
+                    stale += 1
+                else:
+                    with s.tracking(rec):
+                        rec.state = upd.state
+                        rec.checked_ms = upd.checked_ms
+                        rec.latency_ms = upd.latency_ms
+                        if upd.state is ProxyState.AVAILABLE:
+                            rec.success_ms = upd.checked_ms
+                            rec.failure_reason = None
+                        elif upd.failure_reason is not None:
+                            rec.failure_reason = upd.failure_reason
+                    applied += 1
+            return HealthResult(applied=applied, missing=missing, ignored=ignored, stale=stale)
+
+    # ------------------------------------------------------------------ InventoryReader
+    def inventory(self, upstream_id: str) -> int:
+        token(upstream_id, "upstream_id")
+        s = self._s
+        with s.lock:
+            check_deadline()
+            s.clean_for_read(upstream_id, s.now())
+            return s.inventory.get(upstream_id, 0)
+
+
+def _apply_candidate(rec: Record, cand: PreparedProxy) -> None:
+    rec.host, rec.port, rec.protocol = cand.host, cand.port, cand.protocol
+    rec.region, rec.carrier = cand.region, cand.carrier
+    rec.max_concurrency = cand.max_concurrency
+    rec.expires_ms, rec.usable_ms = cand.expires_ms, cand.usable_ms
+    rec.username, rec.password, rec.labels = cand.username, cand.password, cand.labels
