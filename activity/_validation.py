@@ -22,7 +22,9 @@ from activity.errors import InvalidBatch, InvalidRequest, StoreUnavailable
 from activity.hosts import normalize_host
 from activity.types import (
     HEALTH_STATES,
+    LABEL_PATTERN,
     PROTOCOLS,
+    QUOTA_MAX_UNITS,
     CallQuota,
     ExtractFilters,
     ExtractMode,
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from activity.types import PoolOptions
 
 # Labels that become part of an index key name: short, no spaces, no control characters.
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}")
+_TOKEN = re.compile(LABEL_PATTERN)
 _NO_SPACE = re.compile(r"\S+")  # C-speed: text() runs several times per upserted proxy
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 _MAX_LABELS = 32
@@ -423,8 +425,7 @@ class PreparedExtract:
     quota: PreparedQuota | None = None
 
 
-#: Largest limit of a CallQuota (units per window) and its longest window.
-QUOTA_MAX_UNITS = 10_000_000
+#: Longest window of a CallQuota (its largest limit: activity.types.QUOTA_MAX_UNITS).
 QUOTA_MAX_WINDOW_MS = 3_600_000
 
 

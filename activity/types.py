@@ -44,6 +44,12 @@ MANAGED_STATES = frozenset(
 )
 #: Protocols a proxy may speak.
 PROTOCOLS = frozenset({"http", "https", "socks4", "socks5"})
+#: Labels (upstream, client and worker IDs, regions, carriers) become parts of Redis key names,
+#: so the pool refuses any other shape (InvalidRequest); the admin validates the same pattern.
+LABEL_MAX_LENGTH = 64
+LABEL_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._:@+-]{{0,{LABEL_MAX_LENGTH - 1}}}"
+#: Largest limit of a CallQuota (units per window).
+QUOTA_MAX_UNITS = 10_000_000
 
 
 class ExtractMode(StrEnum):
