@@ -15,10 +15,9 @@ from django.db.models import Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
-from activity.types import PROTOCOLS, QUOTA_MAX_UNITS
+from activity.types import LABEL_MAX_LENGTH, PROTOCOLS, QUOTA_MAX_UNITS
 from pool_admin.config.models.base import (
     LABEL_HELP,
-    LABEL_MAX_LENGTH,
     POOL_LIMITS,
     ConfigModel,
     bounds,
