@@ -14,8 +14,11 @@ from datetime import datetime, timedelta
 from activity._time import span_ms, to_ms
 from activity.errors import InvalidRequest
 
-# Labels that become part of an index key name: short, no spaces, no control characters.
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}")
+#: Labels (upstream, client and worker IDs, regions, carriers) become parts of Redis key names,
+#: so the pool refuses any other shape (InvalidRequest); the admin validates the same pattern.
+LABEL_MAX_LENGTH = 64
+LABEL_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._:@+-]{{0,{LABEL_MAX_LENGTH - 1}}}"
+_TOKEN = re.compile(LABEL_PATTERN)
 #: A year bounds every TTL: key lifetimes stay finite and datetime arithmetic exact.
 YEAR_MS = 366 * 24 * 3600 * 1000
 #: Largest epoch, version or sequence: Redis's Lua JSON keeps 14 significant digits exactly.

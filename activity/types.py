@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+# The label shape is re-exported here: the admin validates the same pattern the pool refuses.
+from activity._checks import LABEL_MAX_LENGTH as LABEL_MAX_LENGTH
+from activity._checks import LABEL_PATTERN as LABEL_PATTERN
 from activity._checks import YEAR_MS, count, duration_ms
 from activity._time import span_ms
 from activity.credentials import SecretRef
@@ -48,6 +51,8 @@ MANAGED_STATES = frozenset(
 )
 #: Protocols a proxy may speak.
 PROTOCOLS = frozenset({"http", "https", "socks4", "socks5"})
+#: Largest limit of a CallQuota (units per window).
+QUOTA_MAX_UNITS = 10_000_000
 
 
 class ExtractMode(StrEnum):

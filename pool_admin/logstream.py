@@ -19,7 +19,7 @@ from typing import TextIO
 class CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """A ``StreamHandler`` on whatever ``sys.stderr`` is at the moment of each record."""
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return sys.stderr
 

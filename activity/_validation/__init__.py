@@ -11,7 +11,6 @@ from activity._checks import MAX_COUNTER, aware_ms, count, digest, duration_ms, 
 from activity._validation.common import MAX_CONCURRENCY, epoch, limit, text
 from activity._validation.extract import (
     FILTER_DIMENSIONS,
-    QUOTA_MAX_UNITS,
     QUOTA_MAX_WINDOW_MS,
     PreparedExtract,
     PreparedQuota,
@@ -29,6 +28,7 @@ from activity._validation.upsert import (
     prepare_health,
     unique_key_digest,
 )
+from activity.types import QUOTA_MAX_UNITS
 
 __all__ = [
     "FILTER_DIMENSIONS",

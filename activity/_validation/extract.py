@@ -10,6 +10,7 @@ from activity._validation.common import text
 from activity.errors import InvalidRequest
 from activity.types import (
     PROTOCOLS,
+    QUOTA_MAX_UNITS,
     CallQuota,
     ExtractFilters,
     ExtractMode,
@@ -34,8 +35,7 @@ class PreparedExtract:
     quota: PreparedQuota | None = None
 
 
-#: Largest limit of a CallQuota (units per window) and its longest window.
-QUOTA_MAX_UNITS = 10_000_000
+#: Longest window of a CallQuota (its largest limit: activity.types.QUOTA_MAX_UNITS).
 QUOTA_MAX_WINDOW_MS = 3_600_000
 
 

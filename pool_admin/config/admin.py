@@ -75,7 +75,8 @@ class CredentialForm(forms.ModelForm):
         fields = ["name", "purpose", "username"]
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         secret = cleaned.get("secret")
         if secret:
             # Encrypted before the model's own validation, which requires a ciphertext.
@@ -89,8 +90,16 @@ class CredentialAdmin(ReadOnlyHistoryAdmin):
     list_display = ("name", "purpose", "username", "secret_set", "version", "key_id", "updated_at")
     list_filter = ("purpose", "key_id")
     search_fields = ("name", "username")
-    fields = ("name", "purpose", "username", "secret", "secret_set", "version", "key_id")
-    fields += TIMESTAMPS
+    fields = (
+        "name",
+        "purpose",
+        "username",
+        "secret",
+        "secret_set",
+        "version",
+        "key_id",
+        *TIMESTAMPS,
+    )
     readonly_fields = ("secret_set", "version", "key_id", *TIMESTAMPS)
 
     @method_decorator(sensitive_post_parameters("secret"))
@@ -290,11 +299,12 @@ class ApiClientAdmin(SimpleHistoryAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApiClient]:
         active = Count("keys", filter=Q(keys__revoked_at__isnull=True))
-        return super().get_queryset(request).annotate(active_keys_count=active)
+        clients: QuerySet[ApiClient] = super().get_queryset(request)
+        return clients.annotate(active_keys_count=active)
 
     @admin.display(description="Active keys", ordering="active_keys_count")
     def active_keys(self, obj: ApiClient) -> int:
-        return obj.active_keys_count  # type: ignore[attr-defined]
+        return obj.active_keys_count  # type: ignore[attr-defined,no-any-return]
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)

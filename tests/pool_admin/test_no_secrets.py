@@ -27,8 +27,8 @@ from activity.redis import RedisPool
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
+from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import ApiClient, ApiKey, Credential, Upstream, WorkerGroup
-from pool_admin.config.secrets import CredentialStore
 from pool_admin.localservices import free_port
 from tests.pool_admin.api.conftest import DirectFirstHandler
 

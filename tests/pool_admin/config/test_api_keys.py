@@ -81,7 +81,9 @@ def test_touch_records_use_at_most_once_a_minute(api_client):
 def test_prefix_collision_is_retried(api_client, monkeypatch):
     first, _ = ApiKey.objects.issue(api_client)
     prefixes = iter([first.prefix, "0123456789ab"])
-    monkeypatch.setattr("pool_admin.config.models.secrets.token_hex", lambda n: next(prefixes))
+    monkeypatch.setattr(
+        "pool_admin.config.models.clients.secrets.token_hex", lambda n: next(prefixes)
+    )
     second, plaintext = ApiKey.objects.issue(api_client)
     assert second.prefix == "0123456789ab"
     assert ApiKey.objects.verify(plaintext) == second

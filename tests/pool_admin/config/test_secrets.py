@@ -14,8 +14,9 @@ from activity.credentials import (
     SecretRef,
 )
 from pool_admin.config import secrets as secret_box
+from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import Credential
-from pool_admin.config.secrets import CredentialStore, SecretUnreadable
+from pool_admin.config.secrets import SecretUnreadable
 from tests.harness.commands import database_url_of_test_db, manage
 
 from .conftest import SECRET

@@ -8,6 +8,11 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
 from pool_admin.config.models import ApiClient, ApiKey, Upstream
+from pool_admin.config.models.clients import (
+    COUNT_PER_REQUEST,
+    PROXIES_PER_MINUTE,
+    REQUESTS_PER_SECOND,
+)
 from pool_admin.management.cli import OperatorCommand, one_line_errors, parse_int
 
 
@@ -35,10 +40,10 @@ class Command(OperatorCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         name: str = options["name"]
         fields: dict[str, int] = {}
-        for option, field, low, high in (
-            ("rps", "requests_per_second", 1, 100_000),
-            ("proxies_per_minute", "proxies_per_minute", 1, 10_000_000),
-            ("max_count", "max_count_per_request", 1, 1_000),
+        for option, field, (low, high) in (
+            ("rps", "requests_per_second", REQUESTS_PER_SECOND),
+            ("proxies_per_minute", "proxies_per_minute", PROXIES_PER_MINUTE),
+            ("max_count", "max_count_per_request", COUNT_PER_REQUEST),
         ):
             value = parse_int(options[option], "--" + option.replace("_", "-"), low, high)
             if value is not None:

@@ -1,0 +1,27 @@
+"""Configuration models, and the outcome quality aggregates (``UpstreamQuality``). PostgreSQL
+never holds a proxy or its record. One module per subject; import them from here.
+
+Every model validates in ``save()`` (``full_clean``), so the admin, the operator commands and the
+API cannot store a value the pool would reject later. History (who changed what) is kept by
+django-simple-history; secret material is excluded from it.
+"""
+
+from pool_admin.config.models.base import LABEL_HELP, LABEL_RE, PROTOCOL_CHOICES, validate_label
+from pool_admin.config.models.clients import ApiClient, ApiKey
+from pool_admin.config.models.credentials import Credential
+from pool_admin.config.models.quality import UpstreamQuality
+from pool_admin.config.models.upstreams import Upstream
+from pool_admin.config.models.workers import WorkerGroup
+
+__all__ = [
+    "LABEL_HELP",
+    "LABEL_RE",
+    "PROTOCOL_CHOICES",
+    "ApiClient",
+    "ApiKey",
+    "Credential",
+    "Upstream",
+    "UpstreamQuality",
+    "WorkerGroup",
+    "validate_label",
+]
