@@ -543,8 +543,7 @@ class MemoryPool:
             if quota is not None and proxies:
                 self._take_quota(prepared.client_id, quota, "proxies", now, len(proxies))
             if kind is not None and digest is not None:
-                ttl = self.options.idempotency_ttl if kind == "idem" else self.options.operation_ttl
-                expires = now + span_ms(ttl)
+                expires = now + prepared.replay_ttl_ms
                 if selected:  # a replay must never outlive a proxy it returns
                     expires = min(expires, min(rec.expires_ms for rec in selected))
                 self._store_replay(kind, digest, prepared.request_digest, result, expires)

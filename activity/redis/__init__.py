@@ -172,7 +172,6 @@ class RedisPool:
         # retry: such a call is not retried (a lost reply is StoreUnavailable, outcome unknown).
         # The API always passes its request ID.
         replay = "" if kind is None or digest is None else f"{kind}:{digest}"
-        ttl = self.options.idempotency_ttl if kind == "idem" else self.options.operation_ttl
         reply = self._scripts.call(
             "extract",
             self._now(),
@@ -187,7 +186,7 @@ class RedisPool:
             self.options.clean_budget,
             replay,
             req.request_digest,
-            span_ms(ttl),
+            req.replay_ttl_ms,
             uuid.uuid4().hex,
             quota_arg(req.quota),
             retry_safe=bool(replay),
