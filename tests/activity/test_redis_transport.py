@@ -34,18 +34,46 @@ def _client_id(pool: redis.ConnectionPool) -> int:
     return pooled_call(pool, "CLIENT", "ID")
 
 
-def test_a_connection_the_server_closed_is_replaced_before_the_command(redis_url):
-    pool = redis.ConnectionPool.from_url(redis_url)
+@pytest.fixture
+def pools() -> Iterator[Callable[..., redis.ConnectionPool]]:
+    """Makes connection pools (``from_url``), each disconnected at the end."""
+    made: list[redis.ConnectionPool] = []
+
+    def make(url: str, **kwargs: object) -> redis.ConnectionPool:
+        made.append(redis.ConnectionPool.from_url(url, **kwargs))
+        return made[-1]
+
+    yield make
+    for pool in made:
+        pool.disconnect()
+
+
+@pytest.fixture
+def bounded(server) -> Iterator[Callable[[timedelta], redis.ConnectionPool]]:
+    """Makes the connection pools of ``bounded_client`` on the test's server."""
+    made: list[redis.Redis] = []
+
+    def make(timeout: timedelta) -> redis.ConnectionPool:
+        made.append(bounded_client(redis.Redis.from_url(server.url), timeout))
+        return made[-1].connection_pool
+
+    yield make
+    for client in made:
+        client.connection_pool.disconnect()
+
+
+def test_a_connection_the_server_closed_is_replaced_before_the_command(redis_url, pools):
+    pool = pools(redis_url)
     first = _client_id(pool)
-    admin = redis.Redis.from_url(redis_url)
+    admin = redis.Redis(connection_pool=pools(redis_url))
     assert admin.client_kill_filter(_id=first) == 1
     second = _client_id(pool)  # no error: the closed connection was found and replaced
     assert second != first
 
 
-def test_a_stopped_server_is_an_error_and_a_restarted_one_is_reached(private_redis):
+def test_a_stopped_server_is_an_error_and_a_restarted_one_is_reached(private_redis, pools):
     server = private_redis()
-    pool = redis.ConnectionPool.from_url(server.url, socket_timeout=1, socket_connect_timeout=1)
+    pool = pools(server.url, socket_timeout=1, socket_connect_timeout=1)
     assert pooled_call(pool, "SET", "k", "v")
     server.kill()
     with pytest.raises(redis.ConnectionError):
@@ -54,14 +82,14 @@ def test_a_stopped_server_is_an_error_and_a_restarted_one_is_reached(private_red
     assert pooled_call(pool, "GET", "k") is None  # nothing kept: a new server
 
 
-def test_a_reply_cut_by_a_timeout_is_never_read_by_the_next_call(redis_url, unique_prefix):
-    pool = redis.ConnectionPool.from_url(redis_url, socket_timeout=0.005)
-    # BLPOP on a key nobody pushes to answers (nil) after its own 20 ms timeout: a wait every
+def test_a_reply_cut_by_a_timeout_is_never_read_by_the_next_call(redis_url, unique_prefix, pools):
+    pool = pools(redis_url, socket_timeout=0.05)
+    # BLPOP on a key nobody pushes to answers (nil) after its own 500 ms timeout: a wait every
     # server honours (a script busy-waiting on TIME never ends on Valkey, which freezes TIME
     # for a script's whole run).
     with pytest.raises(redis.TimeoutError):
-        pooled_call(pool, "BLPOP", f"{unique_prefix}:never-pushed", 0.02)
-    time.sleep(0.1)  # the BLPOP's reply has been sent by now, to a connection closed since
+        pooled_call(pool, "BLPOP", f"{unique_prefix}:never-pushed", 0.5)
+    time.sleep(0.6)  # the BLPOP's reply has been sent by now, to a connection closed since
     assert pooled_call(pool, "ECHO", "after") == b"after"
 
 
@@ -96,13 +124,23 @@ def server(private_redis) -> RedisServer:
     return private_redis()
 
 
-def _pool(server: RedisServer) -> RedisPool:
-    # The default call timeout (2 s), which the deadline must beat.
-    return RedisPool(redis.Redis.from_url(server.url))
+@pytest.fixture
+def redis_pool(server) -> Iterator[Callable[[], RedisPool]]:
+    """Makes RedisPools on the test's server with the default call timeout (2 s), which the
+    deadline has to beat; each closed at the end."""
+    made: list[RedisPool] = []
+
+    def make() -> RedisPool:
+        made.append(RedisPool(redis.Redis.from_url(server.url)))
+        return made[-1]
+
+    yield make
+    for pool in made:
+        pool.close()
 
 
-def test_a_frozen_server_costs_a_call_its_deadline_not_the_socket_timeout(server):
-    pool = _pool(server)
+def test_a_frozen_server_costs_a_call_its_deadline_not_the_socket_timeout(server, redis_pool):
+    pool = redis_pool()
     assert pool.extract(ExtractRequest("c1", 1)).returned == 0  # connected, library loaded
     with _frozen(server):
         # A replay-safe extract (request ID): not retried past its deadline either.
@@ -111,26 +149,23 @@ def test_a_frozen_server_costs_a_call_its_deadline_not_the_socket_timeout(server
     # The cut calls' connections were dropped: later calls read their own replies.
     assert pool.extract(ExtractRequest("c1", 1)).returned == 0
     assert pool.get("p1") is None
-    pool.close()
 
 
-def test_connecting_to_a_frozen_server_is_bounded_by_the_deadline_too(server):
+def test_connecting_to_a_frozen_server_is_bounded_by_the_deadline_too(server, redis_pool):
     with _frozen(server):
-        pool = _pool(server)  # no connection yet: the call's connect and handshake wait
+        pool = redis_pool()  # no connection yet: the call's connect and handshake wait
         _bounded_by_the_deadline(_extract(pool), DeadlineExceeded)
     assert pool.extract(ExtractRequest("c1", 1)).returned == 0
-    pool.close()
 
 
-def test_a_deadline_longer_than_the_socket_timeout_leaves_the_socket_timeout(server):
-    pool = bounded_client(redis.Redis.from_url(server.url), timedelta(milliseconds=100))
-    assert pooled_call(pool.connection_pool, "PING")
+def test_a_deadline_longer_than_the_socket_timeout_leaves_the_socket_timeout(server, bounded):
+    pool = bounded(timedelta(milliseconds=100))
+    assert pooled_call(pool, "PING")
     with _frozen(server):
         started = time.monotonic()
         with deadline(timedelta(seconds=30)), pytest.raises(redis.TimeoutError):
-            pooled_call(pool.connection_pool, "PING")
+            pooled_call(pool, "PING")
         assert time.monotonic() - started < 0.1 + SLACK_S
-    pool.close()
 
 
 class _SetTimeoutCalls:
@@ -145,15 +180,14 @@ class _SetTimeoutCalls:
         monkeypatch.setattr(socket.socket, "settimeout", counting)
 
 
-def test_a_call_without_a_deadline_sets_no_socket_timeout(server, monkeypatch):
+def test_a_call_without_a_deadline_sets_no_socket_timeout(bounded, monkeypatch):
     """The extract's hot path: no system call for deadlines when none is active."""
-    client = bounded_client(redis.Redis.from_url(server.url), timedelta(seconds=2))
-    pool = client.connection_pool
+    pool = bounded(timedelta(seconds=2))
     assert pooled_call(pool, "PING")  # connected outside the count
     settimeout = _SetTimeoutCalls(monkeypatch)
     for _ in range(20):
         assert pooled_call(pool, "PING")
-    assert client.ping()  # redis-py's own path on the same connections
+    assert redis.Redis(connection_pool=pool).ping()  # redis-py's own path, same connections
     assert settimeout.calls == []
 
     with deadline(timedelta(seconds=1)):
@@ -163,13 +197,11 @@ def test_a_call_without_a_deadline_sets_no_socket_timeout(server, monkeypatch):
     assert settimeout.calls[1:] == [2.0]
     assert pooled_call(pool, "PING")
     assert settimeout.calls[2:] == []
-    client.close()
 
 
-def test_a_deadline_that_passes_before_the_command_is_sent_sends_nothing(server):
-    client = bounded_client(redis.Redis.from_url(server.url), timedelta(seconds=2))
-    assert pooled_call(client.connection_pool, "SET", "k", "before")
+def test_a_deadline_that_passes_before_the_command_is_sent_sends_nothing(bounded):
+    pool = bounded(timedelta(seconds=2))
+    assert pooled_call(pool, "SET", "k", "before")
     with deadline(timedelta(0)), pytest.raises(DeadlineExceeded, match="nothing changed"):
-        pooled_call(client.connection_pool, "SET", "k", "after")
-    assert pooled_call(client.connection_pool, "GET", "k") == b"before"
-    client.close()
+        pooled_call(pool, "SET", "k", "after")
+    assert pooled_call(pool, "GET", "k") == b"before"
