@@ -1,6 +1,7 @@
 """ExtractRequest.idempotency_ttl, in the contract's manner on both pools: a keyed extract's
-replay lives as long as its request says (capped by the earliest hard expiry it returns), the
-pool's ``idempotency_ttl`` when it says nothing, and never longer than ``max_proxy_ttl``."""
+replay lives as long as its request says (capped by the earliest hard expiry it returns), and
+never longer than ``max_proxy_ttl``. Without one it lives the pool's ``idempotency_ttl``: the
+contract's ``test_replay_ttl_is_the_idempotency_ttl``."""
 
 from __future__ import annotations
 
@@ -34,16 +35,6 @@ def test_the_requests_ttl_decides_how_long_its_replay_lives(make_pool: PoolFacto
     assert again.replayed and ids(again) == ids(long)
     h.advance(5 * MIN)
     assert not h.take(1, key="long", idempotency_ttl=20 * MIN).replayed
-
-
-def test_without_a_ttl_the_replay_lives_the_pools_idempotency_ttl(make_pool: PoolFactory):
-    h = make_pool(options=PoolOptions(idempotency_ttl=5 * SEC))
-    h.stock("p1", "p2")
-    h.take(1, key="k1")
-    h.advance(4 * SEC)
-    assert h.take(1, key="k1").replayed
-    h.advance(2 * SEC)
-    assert not h.take(1, key="k1").replayed
 
 
 def test_the_ttl_is_not_part_of_the_request(make_pool: PoolFactory):
