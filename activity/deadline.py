@@ -2,8 +2,11 @@
 
 Every pool call checks the innermost active deadline before it touches the store: a call whose
 deadline has already passed raises :class:`DeadlineExceeded` and changes nothing. RedisPool
-also uses the time left as the socket timeout of the call. Deadlines nest (the earliest wins)
-and follow the context (threads and asyncio tasks each see their own).
+also bounds each wait on its socket (connecting, sending, reading the reply) by the time left
+when the call starts, when that is shorter than its socket timeout: a call the deadline cuts
+raises ``DeadlineExceeded`` too, its outcome unknown (a plain read: ``StoreUnavailable``).
+Deadlines nest (the earliest wins) and follow the context (threads and asyncio tasks each see
+their own).
 
     with deadline(timedelta(milliseconds=250)):
         pool.extract(request)
@@ -42,8 +45,10 @@ def remaining() -> float | None:
     return None if at is None else at - time.monotonic()
 
 
-def check_deadline() -> None:
-    """Raise DeadlineExceeded when the active deadline has passed (before any store access)."""
+def check_deadline() -> float | None:
+    """Raise DeadlineExceeded when the active deadline has passed (before any store access);
+    else the seconds left, None when no deadline is set."""
     left = remaining()
     if left is not None and left <= 0:
         raise DeadlineExceeded("the call's deadline passed before it was sent; nothing changed")
+    return left

@@ -259,6 +259,9 @@ class ExtractRequest:
     reserve_for_gateway: int = 0
     #: The client's rate limits, checked and charged atomically with the extract; None: none.
     quota: CallQuota | None = None
+    #: How long the replay of a keyed extract lives (capped by the earliest hard expiry it
+    #: returns); None: ``PoolOptions.idempotency_ttl``. At most ``PoolOptions.max_proxy_ttl``.
+    idempotency_ttl: timedelta | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,7 +136,7 @@ def measure(n: int, key: str) -> None:
     via(application)()  # verifies and caches the key (Django's path), loads the functions
     principal = cached_principal(key)
     assert principal is not None
-    pool = get_pool(principal.idempotency_ttl)
+    pool = get_pool()
     quota = quota_of(principal)
 
     def pool_extract() -> None:
@@ -146,6 +146,7 @@ def measure(n: int, key: str) -> None:
                 count=1,
                 mode=ExtractMode.PARTIAL,
                 filters=ExtractFilters(),
+                idempotency_ttl=principal.idempotency_ttl,
                 request_id=uuid.uuid4().hex,
                 quota=quota,
             )

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 
 from activity._checks import count, digest, duration_ms, token
+from activity._time import span_ms
 from activity._validation.common import text
 from activity.errors import InvalidRequest
 from activity.types import (
@@ -31,6 +32,8 @@ class PreparedExtract:
     #: Where the replay is stored ("idem" for a client key, "op" for a request ID), or None.
     replay_kind: str | None
     replay_digest: str | None
+    #: How long the replay lives (before the earliest hard expiry caps it); 0 without one.
+    replay_ttl_ms: int
     request_digest: str
     quota: PreparedQuota | None = None
 
@@ -114,12 +117,25 @@ def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
     request_digest = digest("extract", body)
     kind: str | None = None
     replay: str | None = None
+    replay_ttl_ms = 0
+    idempotency_ttl_ms = span_ms(options.idempotency_ttl)
+    if request.idempotency_ttl is not None:
+        # Not part of the request digest: a client whose TTL changes between a call and its
+        # retry still gets its replay.
+        idempotency_ttl_ms = duration_ms(
+            request.idempotency_ttl,
+            "idempotency_ttl",
+            minimum=1,
+            maximum=span_ms(options.max_proxy_ttl),
+        )
     if request.idempotency_key is not None:
         key = text(request.idempotency_key, "idempotency_key", options)
         kind, replay = "idem", digest("idem", client_id, key)
+        replay_ttl_ms = idempotency_ttl_ms
     elif request.request_id is not None:
         rid = text(request.request_id, "request_id", options)
         kind, replay = "op", digest("op-extract", client_id, rid)
+        replay_ttl_ms = span_ms(options.operation_ttl)
     return PreparedExtract(
         client_id=client_id,
         count=n,
@@ -130,6 +146,7 @@ def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
         reserve=reserve,
         replay_kind=kind,
         replay_digest=replay,
+        replay_ttl_ms=replay_ttl_ms,
         request_digest=request_digest,
         quota=prepare_quota(request.quota),
     )

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from activity import _quota
-from activity._time import from_ms, span_ms
+from activity._time import from_ms
 from activity._validation.extract import (
     PreparedExtract,
     PreparedQuota,
@@ -70,8 +70,7 @@ class Extracts:
             if quota is not None and proxies:
                 self._take_quota(prepared.client_id, quota, "proxies", now, len(proxies))
             if kind is not None and digest is not None:
-                ttl = s.options.idempotency_ttl if kind == "idem" else s.options.operation_ttl
-                expires = now + span_ms(ttl)
+                expires = now + prepared.replay_ttl_ms
                 if selected:  # a replay must never outlive a proxy it returns
                     expires = min(expires, min(rec.expires_ms for rec in selected))
                 s.store_replay(kind, digest, prepared.request_digest, result, expires)

@@ -11,25 +11,32 @@ from __future__ import annotations
 import uuid
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-import orjson
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from activity import _validation as v
 from activity._time import from_ms, span_ms
 from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
 from activity.errors import InvalidBatch, InvalidRequest
+from activity.redis._codec import (
+    as_list,
+    assignment,
+    candidate,
+    drain_ticket,
+    extracted,
+    quota_arg,
+    runtime_view,
+    session,
+    static_record,
+)
 from activity.redis._scripts import Scripts
+from activity.redis._transport import bounded_client
 from activity.types import (
     Assignment,
     CallQuota,
     DrainStatus,
     DrainTicket,
-    ExtractedProxy,
     ExtractRequest,
     ExtractResult,
     FetchedBatch,
@@ -40,7 +47,6 @@ from activity.types import (
     OutcomeResult,
     PoolOptions,
     ReportResult,
-    RuntimeEntry,
     RuntimeReport,
     RuntimeView,
     SnapshotRef,
@@ -75,7 +81,7 @@ class RedisPool:
         self.options = options or PoolOptions()
         self._clock = clock or SystemClock()
         self._credentials = credentials or NoCredentials()
-        self._client = _bounded(client, call_timeout)
+        self._client = bounded_client(client, call_timeout)
         # `{activity}` is the hash tag: every key lands in one Cluster slot, so every script
         # stays atomic if the deployment ever moves to Cluster single-slot.
         self._ns = f"{self.options.prefix}:{{activity}}:"
@@ -114,12 +120,12 @@ class RedisPool:
                 f"op:{op}",
                 prepared.content_digest,
                 span_ms(self.options.operation_ttl),
-                [_candidate(c) for c in chunk],
+                [candidate(c) for c in chunk],
                 whole,
                 index == len(chunks) - 1,
                 totals,
                 nonce,
-                *[_static(c, prepared) for c in chunk],
+                *[static_record(c, prepared) for c in chunk],
                 retry_safe=True,
             )
             if reply.pop("whole", False):
@@ -166,7 +172,6 @@ class RedisPool:
         # retry: such a call is not retried (a lost reply is StoreUnavailable, outcome unknown).
         # The API always passes its request ID.
         replay = "" if kind is None or digest is None else f"{kind}:{digest}"
-        ttl = self.options.idempotency_ttl if kind == "idem" else self.options.operation_ttl
         reply = self._scripts.call(
             "extract",
             self._now(),
@@ -181,19 +186,19 @@ class RedisPool:
             self.options.clean_budget,
             replay,
             req.request_digest,
-            span_ms(ttl),
+            req.replay_ttl_ms,
             uuid.uuid4().hex,
-            _quota(req.quota),
+            quota_arg(req.quota),
             retry_safe=bool(replay),
         )
         result = reply["result"]
-        proxies = tuple(_extracted(p) for p in _list(result["proxies"]))
+        proxies = tuple(extracted(p) for p in as_list(result["proxies"]))
         return ExtractResult(proxies, int(result["requested"]), replayed=bool(reply["replayed"]))
 
     # ------------------------------------------------------------------ CallCounter
     def charge_call(self, client_id: str, quota: CallQuota) -> None:
         client, prepared = v.prepare_charge(client_id, quota, self.options)
-        self._scripts.call("charge_call", self._now(), client, _quota(prepared))
+        self._scripts.call("charge_call", self._now(), client, quota_arg(prepared))
 
     # ------------------------------------------------------------------ OwnershipRepository
     def _lease_ms(self, ttl: object) -> int:
@@ -212,7 +217,7 @@ class RedisPool:
         reply = self._scripts.call(
             "assign", now_ms, proxy_id, worker_id, ttl_ms, self.options.clean_budget, self._now()
         )
-        return _assignment(reply)
+        return assignment(reply)
 
     def renew(
         self, now: datetime, proxy_id: str, worker_id: str, epoch: int, ttl: timedelta
@@ -220,11 +225,11 @@ class RedisPool:
         now_ms = v.aware_ms(now, "now")
         ttl_ms = self._lease_ms(ttl)
         self._owner_args(proxy_id, worker_id, epoch)
-        return _assignment(self._scripts.call("renew", now_ms, proxy_id, worker_id, epoch, ttl_ms))
+        return assignment(self._scripts.call("renew", now_ms, proxy_id, worker_id, epoch, ttl_ms))
 
     def begin_drain(self, proxy_id: str, worker_id: str, epoch: int) -> Assignment:
         self._owner_args(proxy_id, worker_id, epoch)
-        return _assignment(self._scripts.call("begin_drain", proxy_id, worker_id, epoch))
+        return assignment(self._scripts.call("begin_drain", proxy_id, worker_id, epoch))
 
     def acknowledge_drain(
         self, proxy_id: str, worker_id: str, epoch: int, active: int, reserved: int
@@ -240,12 +245,12 @@ class RedisPool:
     def get(self, proxy_id: str) -> Assignment | None:
         v.text(proxy_id, "proxy_id", self.options)
         raw = self._scripts.hget_json(self._ns + "owners", proxy_id)
-        return None if raw is None else _assignment({"id": proxy_id, **raw})
+        return None if raw is None else assignment({"id": proxy_id, **raw})
 
     def expire(self, now: datetime, limit: int) -> list[Assignment]:
         now_ms = v.aware_ms(now, "now")
         n = v.limit(limit, self.options)
-        return [_assignment(a) for a in _list(self._scripts.call("expire", now_ms, n))]
+        return [assignment(a) for a in as_list(self._scripts.call("expire", now_ms, n))]
 
     # ------------------------------------------------------------------ sessions
     def open_session(self, worker_id: str, session_id: str, ttl: timedelta) -> WorkerSession:
@@ -253,14 +258,14 @@ class RedisPool:
         v.text(session_id, "session_id", self.options)
         ttl_ms = self._lease_ms(ttl)
         reply = self._scripts.call("open_session", worker_id, session_id, ttl_ms)
-        return _session(worker_id, reply)
+        return session(worker_id, reply)
 
     # ------------------------------------------------------------------ ControlStore
     def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
         v.text(worker_id, "worker_id", self.options)
         n = v.count(limit, "limit", low=1, high=self.options.max_report_entries)
         reply = self._scripts.call("worker_assignments", worker_id, n)
-        items = tuple(_assignment(a) for a in _list(reply["assignments"]))
+        items = tuple(assignment(a) for a in as_list(reply["assignments"]))
         return WorkerAssignments(int(reply["epoch"]), items, bool(reply["complete"]))
 
     def issue_snapshot(
@@ -285,18 +290,12 @@ class RedisPool:
         v.text(worker_id, "worker_id", self.options)
         v.text(session_id, "session_id", self.options)
         reply = self._scripts.call("acknowledge_snapshot", worker_id, session_id, version)
-        return _session(worker_id, reply)
+        return session(worker_id, reply)
 
     def drain_tickets(self, worker_id: str, limit: int) -> list[DrainTicket]:
         v.text(worker_id, "worker_id", self.options)
         n = v.limit(limit, self.options)
-        out = []
-        for t in _list(self._scripts.call("drain_tickets", worker_id, n)):
-            snapshot = None
-            if t.get("sv") is not None:
-                snapshot = SnapshotRef(int(t["sv"]), int(t["se"]), str(t["sc"]))
-            out.append(DrainTicket(t["id"], t["w"], int(t["ae"]), int(t["re"]), snapshot))
-        return out
+        return [drain_ticket(t) for t in as_list(self._scripts.call("drain_tickets", worker_id, n))]
 
     # ------------------------------------------------------------------ reports
     def write_report(self, report: RuntimeReport) -> ReportResult:
@@ -317,32 +316,13 @@ class RedisPool:
             self.options.scan_budget,
         )
         return ReportResult(
-            replayed=bool(reply["replayed"]), released=tuple(_list(reply["released"]))
+            replayed=bool(reply["replayed"]), released=tuple(as_list(reply["released"]))
         )
 
     def read_runtime(self, worker_id: str) -> RuntimeView | None:
         v.text(worker_id, "worker_id", self.options)
-        rt = self._scripts.call("read_runtime", worker_id)
-        if rt is None:
-            return None
-        entries = tuple(
-            sorted(
-                (
-                    RuntimeEntry(e[0], int(e[1]), int(e[2]), int(e[3]), bool(e[4]))
-                    for e in _dict(rt["en"]).values()
-                ),
-                key=lambda e: e.proxy_id,
-            )
-        )
-        return RuntimeView(
-            worker_id,
-            rt["sid"],
-            int(rt["seq"]),
-            int(rt["sv"]),
-            int(rt["ep"]),
-            entries,
-            from_ms(int(rt["x"])),
-        )
+        reply = self._scripts.call("read_runtime", worker_id)
+        return None if reply is None else runtime_view(worker_id, reply)
 
     # ------------------------------------------------------------------ SlotsReader
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:
@@ -391,128 +371,4 @@ class RedisPool:
         ids = v.quarantine_query(proxy_ids, self.options)
         now_ms = v.aware_ms(now, "now", InvalidBatch)
         reply = self._scripts.call("quarantine_of", now_ms, list(ids), self.options.scan_budget)
-        return {pid: frozenset(_list(hosts)) for pid, hosts in _list(reply)}
-
-
-def _bounded(client: redis.Redis, timeout: timedelta) -> redis.Redis:
-    """A client on the same server whose calls time out and are never retried by redis-py.
-
-    Only `Scripts.call` may retry, and only calls that carry an operation key: redis-py's own
-    retries (on by default for some clients) would run an assign or a keyless extract twice
-    after a lost reply. Connections without a socket timeout get `timeout`.
-    """
-    kwargs = dict(client.connection_pool.connection_kwargs)
-    seconds = timeout.total_seconds()
-    if kwargs.get("socket_timeout") is None:
-        kwargs["socket_timeout"] = seconds
-    if kwargs.get("socket_connect_timeout") is None:
-        kwargs["socket_connect_timeout"] = seconds
-    kwargs["retry"] = Retry(NoBackoff(), 0)
-    kwargs["retry_on_error"] = []
-    kwargs.pop("retry_on_timeout", None)
-    pool = redis.ConnectionPool(
-        connection_class=client.connection_pool.connection_class,
-        max_connections=client.connection_pool.max_connections,
-        **kwargs,
-    )
-    return redis.Redis(connection_pool=pool)
-
-
-def _quota(quota: v.PreparedQuota | None) -> str:
-    """extract.lua's and charge_call.lua's quota argument ("" for none)."""
-    if quota is None:
-        return ""
-    return (
-        f'{{"calls":{quota.calls},"call_window":{quota.call_window_ms},'
-        f'"proxies":{quota.proxies},"proxy_window":{quota.proxy_window_ms}}}'
-    )
-
-
-def _list(value: Any) -> list[Any]:
-    # cjson encodes an empty Lua table as {}: an empty list for us.
-    return value if isinstance(value, list) else []
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-# The record's static part, a JSON array in this order, is encoded here once and then stored
-# and handed back verbatim: Lua never spends time on JSON for it (docs/PERFORMANCE.md).
-_STATIC = ("id", "u", "k", "h", "p", "pr", "r", "c", "m", "e", "uu", "f", "un", "pw", "lb")
-_AT = {name: index for index, name in enumerate(_STATIC)}
-
-
-def _candidate(c: v.PreparedProxy) -> list[object]:
-    """What upsert.lua reads of a candidate."""
-    return [
-        c.proxy_id,
-        c.key_digest,
-        c.protocol,
-        c.region,
-        c.carrier,
-        c.max_concurrency,
-        c.expires_ms,
-        c.usable_ms,
-    ]
-
-
-def _static(c: v.PreparedProxy, batch: v.PreparedBatch) -> bytes:
-    """The record's static JSON, stored verbatim and handed back by extract (see _AT)."""
-    return orjson.dumps(
-        [
-            c.proxy_id,
-            batch.upstream_id,
-            c.key_digest,
-            c.host,
-            c.port,
-            c.protocol,
-            c.region,
-            c.carrier,
-            c.max_concurrency,
-            c.expires_ms,
-            c.usable_ms,
-            batch.fetched_ms,
-            c.username,
-            c.password,
-            c.labels,
-        ]
-    )
-
-
-def _extracted(p: list[Any]) -> ExtractedProxy:
-    return ExtractedProxy(
-        proxy_id=p[_AT["id"]],
-        upstream_id=p[_AT["u"]],
-        host=p[_AT["h"]],
-        port=int(p[_AT["p"]]),
-        protocol=p[_AT["pr"]],
-        region=p[_AT["r"]],
-        carrier=p[_AT["c"]],
-        expires_at=from_ms(int(p[_AT["e"]])),
-        usable_until=from_ms(int(p[_AT["uu"]])),
-        username=p[_AT["un"]],
-        password=p[_AT["pw"]],
-        labels={str(k): str(val) for k, val in p[_AT["lb"]]},
-    )
-
-
-def _assignment(a: dict[str, Any]) -> Assignment:
-    return Assignment(a["id"], a["w"], int(a["e"]), from_ms(int(a["l"])), bool(a["d"]))
-
-
-def _ref(value: Any) -> SnapshotRef | None:
-    if not isinstance(value, dict):
-        return None
-    return SnapshotRef(int(value["v"]), int(value["e"]), str(value["c"]))
-
-
-def _session(worker_id: str, s: dict[str, Any]) -> WorkerSession:
-    return WorkerSession(
-        worker_id,
-        s["sid"],
-        int(s["g"]),
-        from_ms(int(s["x"])),
-        _ref(s.get("iss")),
-        _ref(s.get("ack")),
-    )
+        return {pid: frozenset(as_list(hosts)) for pid, hosts in as_list(reply)}

@@ -31,7 +31,7 @@ from activity.errors import (
     ReportRejected,
     StoreUnavailable,
 )
-from activity.redis.direct import pooled_call
+from activity.redis._transport import pooled_call
 
 LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
 LIB_DIR = LUA_DIR / "lib"

@@ -140,6 +140,7 @@ def perform_extract(
         mode=ExtractMode(data["mode"]),
         filters=filters,
         idempotency_key=idempotency_key,
+        idempotency_ttl=principal.idempotency_ttl,
         request_id=request_id,
         min_remaining=None if remaining is None else timedelta(seconds=remaining),
         reserve_for_gateway=principal.gateway_reserve,
@@ -155,7 +156,7 @@ def perform_extract(
     }
     started = time.monotonic()
     try:
-        result = get_pool(principal.idempotency_ttl).extract(extract)
+        result = get_pool().extract(extract)
     except QuotaExceeded as refusal:
         event.update(outcome="rate_limited", returned=0, replayed=False)
         raise rate_limited(refusal, principal, count) from None

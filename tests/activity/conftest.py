@@ -39,6 +39,7 @@ def _redis_factory(request: pytest.FixtureRequest) -> Callable[..., PoolHarness]
         clock = ManualClock()
         credentials = StaticCredentials()
         pool = RedisPool(client, options, clock=clock, credentials=credentials)
+        request.addfinalizer(pool.close)  # its own connections (the client's are closed above)
         # Session and report TTLs run on the server's clock: real time has to pass.
         return PoolHarness(pool, clock, credentials, options, _sleep)
 

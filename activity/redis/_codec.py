@@ -1,0 +1,149 @@
+"""What RedisPool's Lua operations take and answer, in Python: the arguments it encodes and the
+replies it decodes into the pool's types. Formats only; which script takes what is in ``lua/``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from activity import _validation as v
+from activity._time import from_ms
+from activity.types import (
+    Assignment,
+    DrainTicket,
+    ExtractedProxy,
+    RuntimeEntry,
+    RuntimeView,
+    SnapshotRef,
+    WorkerSession,
+)
+
+
+def quota_arg(quota: v.PreparedQuota | None) -> str:
+    """extract.lua's and charge_call.lua's quota argument ("" for none)."""
+    if quota is None:
+        return ""
+    return (
+        f'{{"calls":{quota.calls},"call_window":{quota.call_window_ms},'
+        f'"proxies":{quota.proxies},"proxy_window":{quota.proxy_window_ms}}}'
+    )
+
+
+def as_list(value: Any) -> list[Any]:
+    # cjson encodes an empty Lua table as {}: an empty list for us.
+    return value if isinstance(value, list) else []
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+# The record's static part, a JSON array in this order, is encoded here once and then stored
+# and handed back verbatim: Lua never spends time on JSON for it (docs/PERFORMANCE.md).
+_STATIC = ("id", "u", "k", "h", "p", "pr", "r", "c", "m", "e", "uu", "f", "un", "pw", "lb")
+_AT = {name: index for index, name in enumerate(_STATIC)}
+
+
+def candidate(c: v.PreparedProxy) -> list[object]:
+    """What upsert.lua reads of a candidate."""
+    return [
+        c.proxy_id,
+        c.key_digest,
+        c.protocol,
+        c.region,
+        c.carrier,
+        c.max_concurrency,
+        c.expires_ms,
+        c.usable_ms,
+    ]
+
+
+def static_record(c: v.PreparedProxy, batch: v.PreparedBatch) -> bytes:
+    """The record's static JSON, stored verbatim and handed back by extract (see _AT)."""
+    return orjson.dumps(
+        [
+            c.proxy_id,
+            batch.upstream_id,
+            c.key_digest,
+            c.host,
+            c.port,
+            c.protocol,
+            c.region,
+            c.carrier,
+            c.max_concurrency,
+            c.expires_ms,
+            c.usable_ms,
+            batch.fetched_ms,
+            c.username,
+            c.password,
+            c.labels,
+        ]
+    )
+
+
+def extracted(p: list[Any]) -> ExtractedProxy:
+    return ExtractedProxy(
+        proxy_id=p[_AT["id"]],
+        upstream_id=p[_AT["u"]],
+        host=p[_AT["h"]],
+        port=int(p[_AT["p"]]),
+        protocol=p[_AT["pr"]],
+        region=p[_AT["r"]],
+        carrier=p[_AT["c"]],
+        expires_at=from_ms(int(p[_AT["e"]])),
+        usable_until=from_ms(int(p[_AT["uu"]])),
+        username=p[_AT["un"]],
+        password=p[_AT["pw"]],
+        labels={str(k): str(val) for k, val in p[_AT["lb"]]},
+    )
+
+
+def assignment(a: dict[str, Any]) -> Assignment:
+    return Assignment(a["id"], a["w"], int(a["e"]), from_ms(int(a["l"])), bool(a["d"]))
+
+
+def snapshot_ref_of(value: Any) -> SnapshotRef | None:
+    if not isinstance(value, dict):
+        return None
+    return SnapshotRef(int(value["v"]), int(value["e"]), str(value["c"]))
+
+
+def session(worker_id: str, s: dict[str, Any]) -> WorkerSession:
+    return WorkerSession(
+        worker_id,
+        s["sid"],
+        int(s["g"]),
+        from_ms(int(s["x"])),
+        snapshot_ref_of(s.get("iss")),
+        snapshot_ref_of(s.get("ack")),
+    )
+
+
+def drain_ticket(t: dict[str, Any]) -> DrainTicket:
+    snapshot = None
+    if t.get("sv") is not None:
+        snapshot = SnapshotRef(int(t["sv"]), int(t["se"]), str(t["sc"]))
+    return DrainTicket(t["id"], t["w"], int(t["ae"]), int(t["re"]), snapshot)
+
+
+def runtime_view(worker_id: str, rt: dict[str, Any]) -> RuntimeView:
+    entries = tuple(
+        sorted(
+            (
+                RuntimeEntry(e[0], int(e[1]), int(e[2]), int(e[3]), bool(e[4]))
+                for e in as_dict(rt["en"]).values()
+            ),
+            key=lambda e: e.proxy_id,
+        )
+    )
+    return RuntimeView(
+        worker_id,
+        rt["sid"],
+        int(rt["seq"]),
+        int(rt["sv"]),
+        int(rt["ep"]),
+        entries,
+        from_ms(int(rt["x"])),
+    )
