@@ -66,19 +66,12 @@ def retry_after(wait_ms: int, window: timedelta) -> int:
 
 
 def rate_limited(refusal: QuotaExceeded, client: Limited, count: int = 0) -> RateLimited:
-    """The 429 for a refusal of the pool."""
+    """The 429 for a refusal of the pool, naming the client's limit that refused."""
     if refusal.reason == "calls":
         wait = retry_after(refusal.retry_after_ms, RPS_WINDOW)
-        return RateLimited(
-            f"More than {client.requests_per_second} requests per second; retry in {wait} s.",
-            wait,
-        )
+        return RateLimited("calls", client.requests_per_second, wait, count, refusal.left)
     wait = retry_after(refusal.retry_after_ms, PPM_WINDOW)
-    return RateLimited(
-        f"{count} more proxies would exceed {client.proxies_per_minute} per minute "
-        f"(about {refusal.left} left); retry in {wait} s.",
-        wait,
-    )
+    return RateLimited("proxies", client.proxies_per_minute, wait, count, refusal.left)
 
 
 def charge_call(client: Limited) -> None:
