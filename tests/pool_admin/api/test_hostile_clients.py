@@ -1,0 +1,53 @@
+"""What hostile clients sent the API (issue 11, items 10-13 and 15): each answered as problem+json
+with a 4xx, never an HTML page or a 500, on both request paths (``api``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.pool_admin.api.test_extract import URL, assert_problem
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+OUTCOME_URL = "/api/v1/proxies/acme-us-p0/outcome"
+ONE = '{"count": 1, "mode": "partial"}'
+
+
+def post(client, url, text, **extra):
+    return client.post(url, text, content_type="application/json", **extra)
+
+
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        pytest.param(URL, '{"count": 1, "mode": "\\ud800"}', id="mode"),
+        pytest.param(URL, '{"count": 1, "mode": "partial", "\\ud800": 1}', id="field-name"),
+        pytest.param(
+            URL, '{"count": 1, "mode": "partial", "filters": {"protocol": "\\udfff"}}', id="protocol"
+        ),
+        pytest.param(
+            URL, '{"count": 1, "mode": "partial", "filters": {"\\ud800x": "us"}}', id="filter-key"
+        ),
+        pytest.param(OUTCOME_URL, '{"outcome": "\\ud800"}', id="outcome"),
+        pytest.param(OUTCOME_URL, '{"outcome": "ok", "\\udbff": 1}', id="outcome-field"),
+        # A low surrogate first and a high one last are no pair either.
+        pytest.param(URL, '{"count": 1, "mode": "\\udc00\\ud800"}', id="reversed-pair"),
+    ],
+)
+def test_a_lone_surrogate_escape_is_a_400(api, make_client, seed, url, text):
+    seed(n=2)
+    client = api(make_client().plaintext)
+    assert post(client, URL, ONE).status_code == 200  # caches the key: the fast path next
+    problem = assert_problem(post(client, url, text), 400, "invalid_request")
+    assert "surrogate" in problem["detail"]
+    assert seed.pool.inventory("acme-us") == 1  # nothing taken
+
+
+def test_a_surrogate_pair_is_a_character_like_any_other(api, make_client, seed):
+    seed(n=1)
+    client = api(make_client().plaintext)
+    problem = assert_problem(
+        post(client, URL, '{"count": 1, "mode": "\\ud83d\\ude00"}'), 400, "invalid_request"
+    )
+    assert problem["errors"]["mode"] == ['"\U0001f600" is not a valid choice.']
+    assert post(client, URL, ONE).status_code == 200
