@@ -41,6 +41,10 @@ NOT_ACCEPTABLE = (
     "`Accept` admits no `application/json` answer (`not_acceptable`); checked before the API key."
 )
 UNSUPPORTED_MEDIA_TYPE = "The body is not `application/json` (`unsupported_media_type`)."
+PAYLOAD_TOO_LARGE = (
+    "The body is larger than the API reads (2.5 MiB, settings.DATA_UPLOAD_MAX_MEMORY_SIZE; "
+    "`payload_too_large`). The call takes its request unit all the same."
+)
 UNAUTHENTICATED = "Missing, invalid or revoked API key (`unauthenticated`)."
 
 

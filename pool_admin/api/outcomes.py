@@ -29,6 +29,7 @@ from pool_admin.api.auth import Principal
 from pool_admin.api.base import ApiView
 from pool_admin.api.openapi import (
     NOT_ACCEPTABLE,
+    PAYLOAD_TOO_LARGE,
     REQUEST_ID,
     RETRY_AFTER,
     UNAUTHENTICATED,
@@ -134,6 +135,7 @@ class OutcomeView(ApiView):
                 "(`not_found`).",
                 r406=NOT_ACCEPTABLE,
                 r409="The proxy already has another outcome (`outcome_conflict`).",
+                r413=PAYLOAD_TOO_LARGE,
                 r415=UNSUPPORTED_MEDIA_TYPE,
                 r429="The client's requests-per-second limit (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable`; see Retry-After.",

@@ -22,6 +22,7 @@ from typing import Any
 
 import redis
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, UnreadablePostError
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
@@ -51,6 +52,7 @@ _TITLES = {
     "not_found": "Not found",
     "method_not_allowed": "Method not allowed",
     "not_acceptable": "Not acceptable",
+    "payload_too_large": "Request body too large",
     "unsupported_media_type": "Unsupported media type",
     "idempotency_conflict": "Idempotency key reused with a different request",
     "outcome_conflict": "Outcome already reported",
@@ -207,6 +209,8 @@ _TABLE: tuple[tuple[Any, Callable[[Any], ProblemAnswer]], ...] = (
     (ScanBudgetExhausted, lambda e: ProblemAnswer(
         503, "scan_budget_exhausted", "The pool could not answer in its scan budget.", _RETRY)),
     (InvalidRequest, lambda e: ProblemAnswer(400, "invalid_request", str(e))),
+    (RequestDataTooBig, lambda e: ProblemAnswer(
+        413, "payload_too_large", "The request body is larger than this API reads.")),
     (UnreadablePostError, lambda e: ProblemAnswer(
         400, "invalid_request", "The request body could not be read in full.")),
     (exceptions.APIException, _api_exception),

@@ -28,6 +28,7 @@ from pool_admin.api.extracting import (
 )
 from pool_admin.api.openapi import (
     NOT_ACCEPTABLE,
+    PAYLOAD_TOO_LARGE,
     REQUEST_ID,
     RETRY_AFTER,
     UNAUTHENTICATED,
@@ -83,6 +84,7 @@ class ExtractView(ApiView):
                 r403="Count above the client's limit or a disallowed filter (`forbidden`).",
                 r406=NOT_ACCEPTABLE,
                 r409="`idempotency_conflict` or `insufficient_inventory`.",
+                r413=PAYLOAD_TOO_LARGE,
                 r415=UNSUPPORTED_MEDIA_TYPE,
                 r429="A rate limit of the client is used up (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable` or `scan_budget_exhausted`; see Retry-After.",

@@ -51,3 +51,17 @@ def test_a_surrogate_pair_is_a_character_like_any_other(api, make_client, seed):
     )
     assert problem["errors"]["mode"] == ['"\U0001f600" is not a valid choice.']
     assert post(client, URL, ONE).status_code == 200
+
+
+@pytest.mark.parametrize("url", [URL, OUTCOME_URL])
+def test_a_body_over_the_limit_is_a_413_and_takes_the_request_unit(
+    api, make_client, seed, settings, url
+):
+    seed(n=2)
+    client = api(make_client(requests_per_second=2).plaintext)
+    assert post(client, URL, ONE).status_code == 200  # call 1
+    text = '{"count": 1, "mode": "partial", "pad": "' + "x" * settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    problem = assert_problem(post(client, url, text + '"}'), 413, "payload_too_large")  # call 2
+    assert problem["request_id"]
+    assert_problem(post(client, URL, ONE), 429, "rate_limited")  # call 3: over 2 per second
+    assert seed.pool.inventory("acme-us") == 1

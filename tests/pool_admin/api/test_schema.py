@@ -113,6 +113,15 @@ def test_406_everywhere_and_415_on_posts_are_listed_as_problem_json(schema):
             assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
 
 
+def test_413_is_listed_on_posts_as_problem_json(schema):
+    for operation, spec in _operations(schema):
+        responses = spec["responses"]
+        assert ("413" in responses) is (operation[0] == "post"), operation
+        if operation[0] == "post":
+            content = responses["413"]["content"]
+            assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
+
+
 def test_the_schema_validates_without_warnings(tmp_path):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "s.yaml"))
     assert "Retry-After" in (tmp_path / "s.yaml").read_text()
