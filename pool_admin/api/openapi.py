@@ -3,7 +3,8 @@
 Error answers and the headers declared here are the ones ``problems.exception_handler`` always
 gives: every 429 and 503 carries ``Retry-After``, so schemathesis's header check can hold the
 API to it. A 405 (an undeclared method) belongs to no operation, so none lists it; it is
-problem+json with ``Allow`` all the same (tests/pool_admin/api/test_schema.py).
+problem+json with ``Allow`` all the same (tests/pool_admin/api/test_schema.py). So is a 404 of a
+path the API does not have, and a 400 of a Host outside ALLOWED_HOSTS (error_views.py).
 """
 
 from __future__ import annotations

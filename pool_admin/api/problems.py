@@ -4,9 +4,9 @@
 detail, headers, extension members): the exceptions this API raises (:class:`Problem` and its
 kinds), the activity pool's typed errors, and the DRF and Django errors a request can meet. It
 builds plain data, so each renderer turns it into bytes its own way without deciding anything:
-DRF's exception handler (:func:`exception_handler`, every DRF view) and the fast extract
-application (``fast_extract.py``). The usage events' outcome is the same table's code
-(:func:`problem_code`).
+DRF's exception handler (:func:`exception_handler`, every DRF view), the fast extract
+application (``fast_extract.py``) and Django's error views for paths under ``/api/``
+(``error_views.py``). The usage events' outcome is the same table's code (:func:`problem_code`).
 
 Details never carry an API key, a proxy password or a Redis/PostgreSQL URL: they come from
 fixed texts or from activity errors, whose messages are secret-free by contract
@@ -21,8 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from django.core.exceptions import (
+    BadRequest,
+    DisallowedHost,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, UnreadablePostError
 from rest_framework import exceptions, serializers
 from rest_framework.renderers import JSONRenderer
@@ -213,6 +218,10 @@ _TABLE: tuple[tuple[Any, Callable[[Any], ProblemAnswer]], ...] = (
         413, "payload_too_large", "The request body is larger than this API reads.")),
     (UnreadablePostError, lambda e: ProblemAnswer(
         400, "invalid_request", "The request body could not be read in full.")),
+    (DisallowedHost, lambda e: ProblemAnswer(
+        400, "invalid_request", "The Host header names no host this server answers for.")),
+    (SuspiciousOperation | BadRequest, lambda e: ProblemAnswer(
+        400, "invalid_request", "Bad request.")),
     (exceptions.APIException, _api_exception),
 )  # fmt: skip
 

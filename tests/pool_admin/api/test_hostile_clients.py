@@ -23,7 +23,9 @@ def post(client, url, text, **extra):
         pytest.param(URL, '{"count": 1, "mode": "\\ud800"}', id="mode"),
         pytest.param(URL, '{"count": 1, "mode": "partial", "\\ud800": 1}', id="field-name"),
         pytest.param(
-            URL, '{"count": 1, "mode": "partial", "filters": {"protocol": "\\udfff"}}', id="protocol"
+            URL,
+            '{"count": 1, "mode": "partial", "filters": {"protocol": "\\udfff"}}',
+            id="protocol",
         ),
         pytest.param(
             URL, '{"count": 1, "mode": "partial", "filters": {"\\ud800x": "us"}}', id="filter-key"
@@ -65,3 +67,45 @@ def test_a_body_over_the_limit_is_a_413_and_takes_the_request_unit(
     assert problem["request_id"]
     assert_problem(post(client, URL, ONE), 429, "rate_limited")  # call 3: over 2 per second
     assert seed.pool.inventory("acme-us") == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("post", "/api/v1/extract/"),
+        ("get", "/api/v1/nope"),
+        ("post", "/api/v1/proxies/../x/outcome"),
+        ("post", "/api/v1/proxies/p1/outcome/"),
+        ("get", "/api/nope"),
+        ("get", "/api/v2/extract"),
+    ],
+)
+def test_a_path_the_api_does_not_have_is_a_404_problem(api, make_client, method, path):
+    client = api(make_client().plaintext)
+    response = post(client, path, ONE) if method == "post" else client.get(path)
+    problem = assert_problem(response, 404, "not_found")
+    assert problem["instance"] == path
+
+
+def test_a_request_without_a_host_is_a_400_problem(api, make_client):
+    """HTTP/1.0 without Host: the web server passes an empty Host (granian)."""
+    client = api(make_client().plaintext)
+    response = post(client, URL, ONE, SERVER_PROTOCOL="HTTP/1.0", HTTP_HOST="")
+    assert_problem(response, 400, "invalid_request")
+    response = client.get("/api/v1/nope", HTTP_HOST="evil.example")
+    assert_problem(response, 400, "invalid_request")
+
+
+def test_pages_outside_the_api_keep_djangos_error_pages(client):
+    response = client.get("/nope")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("text/html")
+
+
+def test_an_error_outside_drfs_views_under_the_api_is_a_500_problem(rf):
+    from pool_admin.api import error_views
+
+    response = error_views.server_error(rf.get("/api/v1/extract"))
+    assert response.status_code == 500 and response["Content-Type"] == "application/problem+json"
+    assert b'"code":"internal_error"' in response.content
+    assert error_views.server_error(rf.get("/admin/"))["Content-Type"].startswith("text/html")
