@@ -9,7 +9,8 @@ hands every other request to Django untouched.
 It takes (:meth:`FastExtract.answer`; anything else goes to Django before anything is read):
 
 * ``POST /api/v1/extract`` with no query string, a JSON content type, no ``Accept`` or one of
-  exactly ``*/*`` or ``application/json``, and a body of 1 byte to :data:`MAX_BODY`;
+  exactly ``*/*`` or ``application/json``, and a body of 1 byte to :data:`MAX_BODY` (and
+  within ``DATA_UPLOAD_MAX_MEMORY_SIZE``);
 * a host that Django's own ``validate_host`` admits under ``settings.ALLOWED_HOSTS``, found as
   ``HttpRequest.get_host`` finds it, and nothing Django's Security and Common middleware would
   redirect or refuse (SSL redirect, ``PREPEND_WWW``, ``DISALLOWED_USER_AGENTS``): those are
@@ -163,7 +164,10 @@ def _ordinary(environ: dict[str, Any]) -> int:
         length = int(environ.get("CONTENT_LENGTH") or 0)
     except ValueError:
         return 0
-    return length if 0 < length <= MAX_BODY else 0
+    if not 0 < length <= MAX_BODY:
+        return 0
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE  # Django's 413 above it
+    return 0 if limit is not None and length > limit else length
 
 
 def _read_body(environ: dict[str, Any], length: int) -> bytes:

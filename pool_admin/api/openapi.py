@@ -42,6 +42,9 @@ NOT_ACCEPTABLE = (
     "`Accept` admits no `application/json` answer (`not_acceptable`); checked before the API key."
 )
 UNSUPPORTED_MEDIA_TYPE = "The body is not `application/json` (`unsupported_media_type`)."
+LENGTH_REQUIRED = (
+    "A transfer coding other than `chunked` alone (`length_required`): send a Content-Length."
+)
 PAYLOAD_TOO_LARGE = (
     "The body is larger than the API reads (2.5 MiB, settings.DATA_UPLOAD_MAX_MEMORY_SIZE; "
     "`payload_too_large`). The call takes its request unit all the same."

@@ -28,6 +28,7 @@ from activity.hosts import MAX_HOST_LENGTH, normalize_host
 from pool_admin.api.auth import Principal
 from pool_admin.api.base import ApiView
 from pool_admin.api.openapi import (
+    LENGTH_REQUIRED,
     NOT_ACCEPTABLE,
     PAYLOAD_TOO_LARGE,
     REQUEST_ID,
@@ -135,6 +136,7 @@ class OutcomeView(ApiView):
                 "(`not_found`).",
                 r406=NOT_ACCEPTABLE,
                 r409="The proxy already has another outcome (`outcome_conflict`).",
+                r411=LENGTH_REQUIRED,
                 r413=PAYLOAD_TOO_LARGE,
                 r415=UNSUPPORTED_MEDIA_TYPE,
                 r429="The client's requests-per-second limit (`rate_limited`); see Retry-After.",

@@ -57,6 +57,7 @@ _TITLES = {
     "not_found": "Not found",
     "method_not_allowed": "Method not allowed",
     "not_acceptable": "Not acceptable",
+    "length_required": "Length required",
     "payload_too_large": "Request body too large",
     "unsupported_media_type": "Unsupported media type",
     "idempotency_conflict": "Idempotency key reused with a different request",
@@ -148,6 +149,17 @@ class RateLimited(Problem):
                 f"(about {left} left); retry in {retry_after_s} s."
             )
         super().__init__(429, "rate_limited", detail, {"Retry-After": str(retry_after_s)})
+
+
+class LengthRequired(Problem):
+    """411: a body framed in a way the web tier does not read (request_bodies.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            411,
+            "length_required",
+            "Send the body with a Content-Length, or with Transfer-Encoding: chunked alone.",
+        )
 
 
 def _invalid(exc: exceptions.ValidationError | exceptions.ParseError) -> ProblemAnswer:

@@ -27,6 +27,7 @@ from pool_admin.api.extracting import (
     perform_extract,
 )
 from pool_admin.api.openapi import (
+    LENGTH_REQUIRED,
     NOT_ACCEPTABLE,
     PAYLOAD_TOO_LARGE,
     REQUEST_ID,
@@ -84,6 +85,7 @@ class ExtractView(ApiView):
                 r403="Count above the client's limit or a disallowed filter (`forbidden`).",
                 r406=NOT_ACCEPTABLE,
                 r409="`idempotency_conflict` or `insufficient_inventory`.",
+                r411=LENGTH_REQUIRED,
                 r413=PAYLOAD_TOO_LARGE,
                 r415=UNSUPPORTED_MEDIA_TYPE,
                 r429="A rate limit of the client is used up (`rate_limited`); see Retry-After.",

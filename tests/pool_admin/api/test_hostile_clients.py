@@ -3,9 +3,16 @@ with a 4xx, never an HTML page or a 500, on both request paths (``api``)."""
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+from django.test import override_settings
 
 from tests.pool_admin.api.test_extract import URL, assert_problem
+from tests.pool_admin.api.test_fast_extract import _call, _environ, keep_test_connection
+
+__all__ = ["keep_test_connection"]  # a fixture
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -109,3 +116,63 @@ def test_an_error_outside_drfs_views_under_the_api_is_a_500_problem(rf):
     assert response.status_code == 500 and response["Content-Type"] == "application/problem+json"
     assert b'"code":"internal_error"' in response.content
     assert error_views.server_error(rf.get("/admin/"))["Content-Type"].startswith("text/html")
+
+
+def chunked(key, text, coding="chunked", **headers):
+    """An extract's environ as the web server passes a chunked body: decoded, with no length."""
+    environ = _environ(key, **headers)
+    del environ["CONTENT_LENGTH"]
+    environ["HTTP_TRANSFER_ENCODING"] = coding
+    environ["wsgi.input"] = io.BytesIO(text.encode())
+    return environ
+
+
+#: An Accept the fast path leaves to Django (the same answer, Django's path).
+TO_DJANGO = {"HTTP_ACCEPT": "application/json, */*"}
+
+
+@override_settings(ALLOWED_HOSTS=["api.example"])
+@pytest.mark.parametrize("extra", [{}, TO_DJANGO], ids=["fast", "django"])
+def test_a_chunked_body_is_read(make_client, seed, keep_test_connection, extra):
+    """Chunked bodies are the web tier's (wsgi.compose), ahead of both paths."""
+    from pool_admin.wsgi import application
+
+    seed(n=3)
+    key = make_client().plaintext
+    assert _call(application, _environ(key))[0] == "200 OK"  # caches the key
+    status, _, body = _call(application, chunked(key, '{"count": 2, "mode": "partial"}', **extra))
+    assert status == "200 OK", body
+    assert json.loads(body)["returned"] == 2
+
+
+@override_settings(ALLOWED_HOSTS=["api.example"], DATA_UPLOAD_MAX_MEMORY_SIZE=1000)
+@pytest.mark.parametrize("extra", [{}, TO_DJANGO], ids=["fast", "django"])
+def test_a_chunked_body_over_the_limit_is_a_413_and_takes_the_request_unit(
+    make_client, seed, keep_test_connection, extra
+):
+    from pool_admin.wsgi import application
+
+    seed(n=3)
+    key = make_client(requests_per_second=2).plaintext
+    assert _call(application, _environ(key))[0] == "200 OK"  # call 1
+    text = '{"count": 1, "mode": "partial", "pad": "' + "x" * 2000 + '"}'
+    environ = chunked(key, text, **extra)
+    status, _, body = _call(application, environ)  # call 2
+    assert status.startswith("413") and json.loads(body)["code"] == "payload_too_large"
+    assert environ["wsgi.input"].tell() <= 1001  # nothing read past the limit
+    status, _, body = _call(application, _environ(key))  # call 3
+    assert status.startswith("429"), body
+
+
+@override_settings(ALLOWED_HOSTS=["api.example"])
+@pytest.mark.parametrize("coding", ["gzip, chunked", "gzip"])
+def test_another_transfer_coding_is_a_411(make_client, seed, keep_test_connection, coding):
+    from pool_admin.wsgi import application
+
+    seed(n=1)
+    key = make_client().plaintext
+    status, headers, body = _call(application, chunked(key, ONE, coding))
+    assert status == "411 Length Required"
+    assert dict(headers)["Content-Type"] == "application/problem+json"
+    assert json.loads(body)["code"] == "length_required"
+    assert seed.pool.inventory("acme-us") == 1

@@ -113,12 +113,13 @@ def test_406_everywhere_and_415_on_posts_are_listed_as_problem_json(schema):
             assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
 
 
-def test_413_is_listed_on_posts_as_problem_json(schema):
+@pytest.mark.parametrize("status", ["411", "413"])
+def test_411_and_413_are_listed_on_posts_as_problem_json(schema, status):
     for operation, spec in _operations(schema):
         responses = spec["responses"]
-        assert ("413" in responses) is (operation[0] == "post"), operation
+        assert (status in responses) is (operation[0] == "post"), operation
         if operation[0] == "post":
-            content = responses["413"]["content"]
+            content = responses[status]["content"]
             assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
 
 
