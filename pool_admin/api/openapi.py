@@ -36,6 +36,15 @@ REQUEST_ID = OpenApiParameter(
     response=[200],
     description="This call's ID, as in its usage event.",
 )
+#: ``Cache-Control: no-store`` on every extract answer: a 200 holds proxy passwords.
+NO_STORE = OpenApiParameter(
+    "Cache-Control",
+    {"type": "string", "enum": ["no-store"]},
+    OpenApiParameter.HEADER,
+    required=True,
+    response=[200],
+    description="The answer holds proxy passwords: no cache may keep it.",
+)
 
 #: Answers DRF gives before or around any view code, as problem+json like every other error.
 NOT_ACCEPTABLE = (

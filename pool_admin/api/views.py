@@ -28,6 +28,7 @@ from pool_admin.api.extracting import (
 )
 from pool_admin.api.openapi import (
     LENGTH_REQUIRED,
+    NO_STORE,
     NOT_ACCEPTABLE,
     PAYLOAD_TOO_LARGE,
     REQUEST_ID,
@@ -75,6 +76,7 @@ class ExtractView(ApiView):
                 pattern=IDEMPOTENCY_KEY_PATTERN,
             ),
             REQUEST_ID,
+            NO_STORE,
             RETRY_AFTER,
         ],
         responses={
@@ -103,6 +105,12 @@ class ExtractView(ApiView):
         idempotency_key = request.META.get("HTTP_IDEMPOTENCY_KEY")
         body_out = run_extract(request.user, body, idempotency_key, request_id)
         return Response(body_out, headers={"X-Request-ID": request_id})
+
+    @property
+    def default_response_headers(self) -> dict[str, str]:
+        # Every answer of the view, errors too: its answers hold proxy passwords, which no
+        # cache may keep (the fast path sends the same headers: fast_extract.py).
+        return {**super().default_response_headers, "Cache-Control": "no-store"}
 
 
 def run_extract(

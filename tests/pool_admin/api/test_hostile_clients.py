@@ -176,3 +176,15 @@ def test_another_transfer_coding_is_a_411(make_client, seed, keep_test_connectio
     assert dict(headers)["Content-Type"] == "application/problem+json"
     assert json.loads(body)["code"] == "length_required"
     assert seed.pool.inventory("acme-us") == 1
+
+
+def test_extract_answers_are_never_cached(api, make_client, seed):
+    """They carry proxy passwords (issue 11, item 15)."""
+    seed(n=2)
+    client = api(make_client().plaintext)
+    for _ in range(2):  # the second on the fast path
+        response = post(client, URL, ONE, headers={"Idempotency-Key": "k1"})
+        assert response.status_code == 200 and response.json()["proxies"][0]["password"]
+        assert response["Cache-Control"] == "no-store"
+    refused = post(client, URL, '{"count": 0, "mode": "partial"}')
+    assert refused.status_code == 400 and refused["Cache-Control"] == "no-store"

@@ -123,6 +123,12 @@ def test_411_and_413_are_listed_on_posts_as_problem_json(schema, status):
             assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
 
 
+def test_the_extracts_200_declares_cache_control_no_store(schema):
+    header = schema["paths"]["/api/v1/extract"]["post"]["responses"]["200"]["headers"]
+    assert header["Cache-Control"]["required"] is True
+    assert header["Cache-Control"]["schema"] == {"type": "string", "enum": ["no-store"]}
+
+
 def test_the_schema_validates_without_warnings(tmp_path):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "s.yaml"))
     assert "Retry-After" in (tmp_path / "s.yaml").read_text()

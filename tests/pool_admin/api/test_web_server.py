@@ -98,6 +98,7 @@ def test_the_web_server_reads_chunked_bodies_and_answers_every_api_error_as_a_pr
         status, headers, body = exchange(web_server, plain)
         assert status == 200, body
         assert headers["x-content-type-options"] == "nosniff"
+        assert headers["cache-control"] == "no-store"
         assert int(headers["content-length"]) == len(body)
 
     two = b'{"count": 2, "mode": "partial"}'
