@@ -8,6 +8,7 @@ differ, errors included, and check what it must leave to Django.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.core import signals
@@ -178,6 +179,33 @@ def test_the_fast_path_stays_on_whatever_the_admins_middleware(
     assert first.post(URL, ORDINARY, format="json").status_code == 200  # caches the key
     assert first.post(URL, ORDINARY, format="json").status_code == 200
     assert len(extracts_run_by_fast) == 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "headers", "status"),
+    [
+        ({"SECURE_SSL_REDIRECT": True}, {}, 301),
+        ({"PREPEND_WWW": True}, {}, 301),
+        ({"DISALLOWED_USER_AGENTS": [re.compile("crawler")]}, {"User-Agent": "crawler/1"}, 403),
+        ({"ALLOWED_HOSTS": ["api.example"]}, {}, 400),
+    ],
+)
+def test_what_djangos_middleware_redirects_or_refuses_is_left_to_it(
+    make_client, seed, extracts_run_by_fast, settings, overrides, headers, status
+):
+    from pool_admin.api import auth
+
+    seed(n=2)
+    key = make_client().plaintext
+    assert auth.authenticate_key(key) is not None  # cached: the fast path would take it
+    for name, value in overrides.items():
+        setattr(settings, name, value)
+    first, django = clients(key)
+    response = first.post(URL, ORDINARY, format="json", headers=headers)
+    reference = django.post(URL, ORDINARY, format="json", headers=headers)
+    assert extracts_run_by_fast == []
+    assert response.status_code == reference.status_code == status
+    assert comparable(response) == comparable(reference)
 
 
 def test_another_renderer_on_the_view_leaves_requests_to_the_view(
