@@ -5,13 +5,13 @@
 
 What ``bench/api.py`` cannot tell apart: it calls, in this process, in a loop, each of
 
-* ``pool_admin.wsgi.application`` (the web server's WSGI application: direct.py first) and
+* ``pool_admin.wsgi.application`` (the web server's WSGI application: fast_extract.py first) and
   ``django_application`` (Django's handler alone) with the request the benchmark's clients send
   (``POST /api/v1/extract {"count": 1, "mode": "partial"}``, a cached key), also from 2 threads
   at once as granian's two threads per worker run it;
 * ``perform_extract`` (validation, the pool with the client's limits, the usage event),
   ``RedisPool.extract`` (with the client's ``CallQuota``, as perform_extract calls it) and
-  ``RedisPool.charge_call`` alone (a round trip that only takes a call unit); and direct.py's
+  ``RedisPool.charge_call`` alone (a round trip that only takes a call unit); and fast_extract.py's
   own part (the extract replaced by a constant answer);
 
 and prints the CPU time of this process per call (all its threads: the usage writer's too; its
@@ -93,7 +93,7 @@ def main() -> int:
 
 
 def measure(n: int, key: str) -> None:
-    from pool_admin.api import direct
+    from pool_admin.api import fast_extract
     from pool_admin.api.auth import cached_principal
     from pool_admin.api.extracting import perform_extract
     from pool_admin.api.ratelimit import quota_of
@@ -154,7 +154,7 @@ def measure(n: int, key: str) -> None:
 
     rows = [
         ("building the request's environ (in every row below)", environ, 1),
-        ("wsgi.application (direct.py first)", via(application), 1),
+        ("wsgi.application (fast_extract.py first)", via(application), 1),
         ("wsgi.application, 2 threads", via(application), 2),
         ("Django's handler alone", via(django_application), 1),
         ("perform_extract", lambda: perform_extract(principal, {"count": 1, "mode": "partial"}), 1),
@@ -165,15 +165,15 @@ def measure(n: int, key: str) -> None:
     for label, call, threads in rows:
         call()  # warm
         print(f"{cpu_per_call(n, call, threads) * 1e6:8.0f}  {label}")
-    # direct.py's own part: the same request with the extract replaced by a constant answer.
+    # fast_extract.py's own part: the same request with the extract replaced by a constant answer.
     constant = {"proxies": [], "requested": 1, "returned": 0, "replayed": False}
-    run_extract, direct.run_extract = direct.run_extract, lambda *args: constant
+    run_extract, fast_extract.run_extract = fast_extract.run_extract, lambda *args: constant
     try:
         call = via(application)
         call()
-        print(f"{cpu_per_call(n, call) * 1e6:8.0f}  direct.py alone (the extract a constant)")
+        print(f"{cpu_per_call(n, call) * 1e6:8.0f}  fast_extract.py alone (the extract a constant)")
     finally:
-        direct.run_extract = run_extract
+        fast_extract.run_extract = run_extract
 
 
 if __name__ == "__main__":

@@ -18,3 +18,10 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
 ]
+
+# Under /api/ every error is problem+json, also where no DRF view answers
+# (pool_admin/api/error_views.py).
+handler400 = "pool_admin.api.error_views.bad_request"
+handler403 = "pool_admin.api.error_views.permission_denied"
+handler404 = "pool_admin.api.error_views.page_not_found"
+handler500 = "pool_admin.api.error_views.server_error"

@@ -1,10 +1,13 @@
 """WSGI entry point of the web server (``pool_admin.launcher.web_command``).
 
-Django's application, with the ordinary ``POST /api/v1/extract`` answered ahead of it
-(pool_admin/api/direct.py).
+Django's application, with the extract endpoint's own application mounted ahead of it for the
+ordinary ``POST /api/v1/extract`` (pool_admin/api/fast_extract.py), and chunked request bodies
+read to a length before either sees them (pool_admin/api/request_bodies.py).
 """
 
 import os
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from django.core.wsgi import get_wsgi_application
 
@@ -12,6 +15,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pool_admin.settings")
 
 django_application = get_wsgi_application()
 
-from pool_admin.api.direct import DirectExtract  # noqa: E402  (needs Django set up)
+# These need Django set up.
+from pool_admin.api.fast_extract import FastExtract  # noqa: E402
+from pool_admin.api.request_bodies import ChunkedBodies  # noqa: E402
 
-application = DirectExtract(django_application)
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def compose(django_app: WSGIApp) -> WSGIApp:
+    """The web server's application around ``django_app``, built from the current settings: a
+    chunked body given its length, then the ordinary extract answered by its own application,
+    every other request by ``django_app``."""
+    return ChunkedBodies(FastExtract(django_app))
+
+
+application = compose(django_application)

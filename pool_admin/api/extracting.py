@@ -25,11 +25,11 @@ from activity.errors import ActivityError, InvalidRequest, QuotaExceeded
 from pool_admin.api.auth import Principal
 from pool_admin.api.problems import Forbidden, Problem, problem_code
 from pool_admin.api.ratelimit import charge_call, quota_of, rate_limited
-from pool_admin.api.serializers import validate_extract_body
+from pool_admin.api.serializers import POOL_BOUNDS, validate_extract_body
 from pool_admin.api.usage import emit_usage
 from pool_admin.pool import get_pool
 
-IDEMPOTENCY_KEY_MAX = 256  # PoolOptions.max_text
+IDEMPOTENCY_KEY_MAX = POOL_BOUNDS.max_text  # what the pool takes as a key
 #: Visible ASCII, no spaces (what the pool accepts: activity/_validation.py ``text``).
 IDEMPOTENCY_KEY_PATTERN = rf"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}$"
 _IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}")

@@ -3,7 +3,8 @@
 Error answers and the headers declared here are the ones ``problems.exception_handler`` always
 gives: every 429 and 503 carries ``Retry-After``, so schemathesis's header check can hold the
 API to it. A 405 (an undeclared method) belongs to no operation, so none lists it; it is
-problem+json with ``Allow`` all the same (tests/pool_admin/api/test_schema.py).
+problem+json with ``Allow`` all the same (tests/pool_admin/api/test_schema.py). So is a 404 of a
+path the API does not have, and a 400 of a Host outside ALLOWED_HOSTS (error_views.py).
 """
 
 from __future__ import annotations
@@ -35,12 +36,28 @@ REQUEST_ID = OpenApiParameter(
     response=[200],
     description="This call's ID, as in its usage event.",
 )
+#: ``Cache-Control: no-store`` on every extract answer: a 200 holds proxy passwords.
+NO_STORE = OpenApiParameter(
+    "Cache-Control",
+    {"type": "string", "enum": ["no-store"]},
+    OpenApiParameter.HEADER,
+    required=True,
+    response=[200],
+    description="The answer holds proxy passwords: no cache may keep it.",
+)
 
 #: Answers DRF gives before or around any view code, as problem+json like every other error.
 NOT_ACCEPTABLE = (
     "`Accept` admits no `application/json` answer (`not_acceptable`); checked before the API key."
 )
 UNSUPPORTED_MEDIA_TYPE = "The body is not `application/json` (`unsupported_media_type`)."
+LENGTH_REQUIRED = (
+    "A transfer coding other than `chunked` alone (`length_required`): send a Content-Length."
+)
+PAYLOAD_TOO_LARGE = (
+    "The body is larger than the API reads (2.5 MiB, settings.DATA_UPLOAD_MAX_MEMORY_SIZE; "
+    "`payload_too_large`). The call takes its request unit all the same."
+)
 UNAUTHENTICATED = "Missing, invalid or revoked API key (`unauthenticated`)."
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,22 +21,22 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from activity import Outcome, OutcomeReport, OutcomeResult
 from activity.errors import ActivityError, OutcomeRejected
 from activity.hosts import MAX_HOST_LENGTH, normalize_host
 from pool_admin.api.auth import Principal
+from pool_admin.api.base import ApiView
 from pool_admin.api.openapi import (
+    LENGTH_REQUIRED,
     NOT_ACCEPTABLE,
+    PAYLOAD_TOO_LARGE,
     REQUEST_ID,
     RETRY_AFTER,
     UNAUTHENTICATED,
     UNSUPPORTED_MEDIA_TYPE,
     problems,
 )
-from pool_admin.api.problems import Problem
-from pool_admin.api.ratelimit import charge_call
 from pool_admin.api.serializers import StrictSerializer
 from pool_admin.api.usage import emit_usage
 from pool_admin.config.quality import record_outcomes
@@ -94,16 +93,6 @@ def _body(result: OutcomeResult) -> dict[str, Any]:
     }
 
 
-def _refused(exc: OutcomeRejected) -> Problem:
-    if exc.reason == "conflict":
-        return Problem(
-            409,
-            "outcome_conflict",
-            "This proxy already has a different outcome; an outcome cannot be changed.",
-        )
-    return Problem(404, "not_found", "This client has no extracted proxy with this ID (any more).")
-
-
 def _record_quality(result: OutcomeResult, at: datetime) -> None:
     try:
         record_outcomes(result.upstream_id, at, {result.outcome: 1})
@@ -116,7 +105,7 @@ def _record_quality(result: OutcomeResult, at: datetime) -> None:
         )
 
 
-class OutcomeView(APIView):
+class OutcomeView(ApiView):
     @extend_schema(
         operation_id="report_outcome",
         summary="Report how an extracted proxy went",
@@ -147,6 +136,8 @@ class OutcomeView(APIView):
                 "(`not_found`).",
                 r406=NOT_ACCEPTABLE,
                 r409="The proxy already has another outcome (`outcome_conflict`).",
+                r411=LENGTH_REQUIRED,
+                r413=PAYLOAD_TOO_LARGE,
                 r415=UNSUPPORTED_MEDIA_TYPE,
                 r429="The client's requests-per-second limit (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable`; see Retry-After.",
@@ -154,10 +145,8 @@ class OutcomeView(APIView):
         },
     )
     def post(self, request: Request, proxy_id: str) -> Response:
-        principal: Principal = request.user
-        request_id = uuid.uuid4().hex
-        request.request_id = request_id  # type: ignore[attr-defined]
-        charge_call(principal)
+        principal: Principal = request.user  # its request unit is taken (base.py)
+        request_id: str = request.request_id  # type: ignore[attr-defined]
         body = OutcomeRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
@@ -183,9 +172,9 @@ class OutcomeView(APIView):
         }
         try:
             result = get_pool().report_outcome(report)
-        except OutcomeRejected as exc:
+        except OutcomeRejected as exc:  # 404 or 409 (problems.py)
             event["result"] = exc.reason
-            raise _refused(exc) from None
+            raise
         except ActivityError as exc:
             event["result"] = exc.code
             raise

@@ -1,20 +1,36 @@
-"""RFC 9457 problem details: every error of the client API, with a stable ``code``.
+"""RFC 9457 problem details: every error answer of the client API, from one table.
 
-One DRF exception handler maps DRF's own errors and the activity pool's typed errors, so views
-raise and never build error responses. Details never carry an API key, a proxy password or a
-Redis/PostgreSQL URL: they come from fixed texts or from activity errors, whose messages are
-secret-free by contract (activity/errors.py).
+:func:`problem_for` is the one place an exception becomes an answer (status, stable ``code``,
+detail, headers, extension members): the exceptions this API raises (:class:`Problem` and its
+kinds), the activity pool's typed errors, and the DRF and Django errors a request can meet. It
+builds plain data, so each renderer turns it into bytes its own way without deciding anything:
+DRF's exception handler (:func:`exception_handler`, every DRF view), the fast extract
+application (``fast_extract.py``) and Django's error views for paths under ``/api/``
+(``error_views.py``). The usage events' outcome is the same table's code (:func:`problem_code`).
+
+Details never carry an API key, a proxy password or a Redis/PostgreSQL URL: they come from
+fixed texts or from activity errors, whose messages are secret-free by contract
+(activity/errors.py).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from django.core.exceptions import (
+    BadRequest,
+    DisallowedHost,
+    RequestDataTooBig,
+    SuspiciousOperation,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404
+from django.http import Http404, UnreadablePostError
 from rest_framework import exceptions, serializers
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
@@ -23,6 +39,7 @@ from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
     InvalidRequest,
+    OutcomeRejected,
     ScanBudgetExhausted,
     StoreUnavailable,
 )
@@ -40,40 +57,221 @@ _TITLES = {
     "not_found": "Not found",
     "method_not_allowed": "Method not allowed",
     "not_acceptable": "Not acceptable",
+    "length_required": "Length required",
+    "payload_too_large": "Request body too large",
     "unsupported_media_type": "Unsupported media type",
     "idempotency_conflict": "Idempotency key reused with a different request",
+    "outcome_conflict": "Outcome already reported",
     "insufficient_inventory": "Not enough matching proxies",
     "rate_limited": "Too many requests",
     "store_unavailable": "Store unavailable",
     "scan_budget_exhausted": "Temporarily unable to answer",
     "internal_error": "Internal error",
 }
+_RETRY = {"Retry-After": str(RETRY_AFTER_S)}
+_BEARER = {"WWW-Authenticate": 'Bearer realm="api"'}
 
 
-class Problem(exceptions.APIException):
-    """An error with an explicit status, stable code and optional extension members."""
+@dataclass(frozen=True, slots=True)
+class ProblemAnswer:
+    """What an error answer says, before any renderer turns it into bytes."""
 
-    #: Response headers (e.g. ``Retry-After``), set by subclasses that need them.
-    headers: dict[str, str] | None = None
+    status: int
+    code: str
+    detail: str
+    #: Never changed once made (rows share them).
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: Extension members of the body (``errors``, ``requested``, ``available``).
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def __init__(self, status: int, code: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail, code)
-        self.status_code = status
-        self.code = code
-        self.extra = extra
+    def body(self, instance: str | None = None, request_id: str | None = None) -> dict[str, Any]:
+        """The problem+json body; ``instance`` is the request path."""
+        body: dict[str, Any] = {
+            "type": f"urn:proxy-pool:problem:{self.code}",
+            "title": _TITLES.get(self.code, self.code.replace("_", " ").capitalize()),
+            "status": self.status,
+            "detail": self.detail,
+            "code": self.code,
+        }
+        if instance is not None:
+            body["instance"] = instance
+        if request_id:
+            body["request_id"] = request_id
+        body.update(self.extra)
+        return body
+
+
+class Problem(Exception):
+    """An error this API raises with its answer decided where it is raised."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        detail: str,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(detail)
+        self.answer = ProblemAnswer(status, code, detail, dict(headers or {}), extra)
+
+    @property
+    def status_code(self) -> int:
+        return self.answer.status
+
+    @property
+    def code(self) -> str:
+        return self.answer.code
+
+    @property
+    def detail(self) -> str:
+        return self.answer.detail
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        return self.answer.headers
 
 
 class Forbidden(Problem):
-    def __init__(self, detail: str, **extra: Any) -> None:
-        super().__init__(403, "forbidden", detail, **extra)
+    def __init__(self, detail: str) -> None:
+        super().__init__(403, "forbidden", detail)
 
 
 class RateLimited(Problem):
-    """429 ``rate_limited``: a client limit is used up; ``Retry-After`` says when to retry."""
+    """429 ``rate_limited``: a client limit is used up (ratelimit.py names the limit)."""
 
-    def __init__(self, detail: str, retry_after: int) -> None:
-        super().__init__(429, "rate_limited", detail)
-        self.headers = {"Retry-After": str(retry_after)}
+    def __init__(self, reason: str, limit: int, retry_after_s: int, count: int, left: int) -> None:
+        if reason == "calls":
+            detail = f"More than {limit} requests per second; retry in {retry_after_s} s."
+        else:
+            detail = (
+                f"{count} more proxies would exceed {limit} per minute "
+                f"(about {left} left); retry in {retry_after_s} s."
+            )
+        super().__init__(429, "rate_limited", detail, {"Retry-After": str(retry_after_s)})
+
+
+class LengthRequired(Problem):
+    """411: a body framed in a way the web tier does not read (request_bodies.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            411,
+            "length_required",
+            "Send the body with a Content-Length, or with Transfer-Encoding: chunked alone.",
+        )
+
+
+def _invalid(exc: exceptions.ValidationError | exceptions.ParseError) -> ProblemAnswer:
+    errors = exc.detail if isinstance(exc.detail, dict) else None
+    if errors:
+        return ProblemAnswer(400, "invalid_request", "The request body is not valid.",
+                             extra={"errors": errors})  # fmt: skip
+    detail = exc.detail
+    text = str(detail[0]) if isinstance(detail, list | tuple) and detail else str(detail)
+    return ProblemAnswer(400, "invalid_request", text)
+
+
+def _throttled(exc: exceptions.Throttled) -> ProblemAnswer:
+    wait = max(1, int(exc.wait or 1))
+    return ProblemAnswer(429, "rate_limited", "Too many requests.", {"Retry-After": str(wait)})
+
+
+def _outcome_rejected(exc: OutcomeRejected) -> ProblemAnswer:
+    if exc.reason == "conflict":
+        detail = "This proxy already has a different outcome; an outcome cannot be changed."
+        return ProblemAnswer(409, "outcome_conflict", detail)
+    detail = "This client has no extracted proxy with this ID (any more)."
+    return ProblemAnswer(404, "not_found", detail)
+
+
+def _api_exception(exc: exceptions.APIException) -> ProblemAnswer:
+    """A DRF error without a row of its own (e.g. auth.ConfigUnavailable, 503)."""
+    code = exc.default_code if isinstance(exc.default_code, str) else "error"
+    headers = dict(_RETRY) if exc.status_code == 503 else {}
+    return ProblemAnswer(exc.status_code, code, str(exc.detail), headers)
+
+
+def _internal(exc: BaseException) -> ProblemAnswer:
+    return ProblemAnswer(500, "internal_error", "Internal error.")
+
+
+#: Exception kinds in the order they are matched (a subclass before its base), each with its
+#: answer. Anything else is a 500 ``internal_error``.
+_TABLE: tuple[tuple[Any, Callable[[Any], ProblemAnswer]], ...] = (
+    (Problem, lambda e: e.answer),
+    (exceptions.ValidationError | exceptions.ParseError, _invalid),
+    (exceptions.NotAuthenticated, lambda e: ProblemAnswer(
+        401, "unauthenticated", "Send an API key: 'Authorization: Bearer <api key>'.", _BEARER)),
+    (exceptions.AuthenticationFailed, lambda e: ProblemAnswer(
+        401, "unauthenticated", str(e.detail), _BEARER)),
+    (exceptions.PermissionDenied | DjangoPermissionDenied, lambda e: ProblemAnswer(
+        403, "forbidden", "You may not do this.")),
+    (exceptions.NotFound | Http404, lambda e: ProblemAnswer(404, "not_found", "Not found.")),
+    (exceptions.MethodNotAllowed, lambda e: ProblemAnswer(
+        405, "method_not_allowed", str(e.detail))),
+    (exceptions.NotAcceptable, lambda e: ProblemAnswer(406, "not_acceptable", str(e.detail))),
+    (exceptions.UnsupportedMediaType, lambda e: ProblemAnswer(
+        415, "unsupported_media_type", str(e.detail))),
+    (exceptions.Throttled, _throttled),
+    (IdempotencyConflict, lambda e: ProblemAnswer(
+        409, "idempotency_conflict", "This Idempotency-Key was used with a different request.")),
+    (InsufficientInventory, lambda e: ProblemAnswer(
+        409, "insufficient_inventory",
+        "Fewer matching proxies than requested; nothing was extracted.",
+        extra={"requested": e.requested, "available": e.available})),
+    (OutcomeRejected, _outcome_rejected),
+    (StoreUnavailable | redis.RedisError, lambda e: ProblemAnswer(
+        503, "store_unavailable", "The proxy store is unavailable.", _RETRY)),
+    (ScanBudgetExhausted, lambda e: ProblemAnswer(
+        503, "scan_budget_exhausted", "The pool could not answer in its scan budget.", _RETRY)),
+    (InvalidRequest, lambda e: ProblemAnswer(400, "invalid_request", str(e))),
+    (RequestDataTooBig, lambda e: ProblemAnswer(
+        413, "payload_too_large", "The request body is larger than this API reads.")),
+    (UnreadablePostError, lambda e: ProblemAnswer(
+        400, "invalid_request", "The request body could not be read in full.")),
+    (DisallowedHost, lambda e: ProblemAnswer(
+        400, "invalid_request", "The Host header names no host this server answers for.")),
+    (SuspiciousOperation | BadRequest, lambda e: ProblemAnswer(
+        400, "invalid_request", "Bad request.")),
+    (exceptions.APIException, _api_exception),
+)  # fmt: skip
+
+
+def problem_for(exc: BaseException) -> ProblemAnswer:
+    """The answer to ``exc``: its row of the table, else a 500 ``internal_error``."""
+    for kinds, answer in _TABLE:
+        if isinstance(exc, kinds):
+            return answer(exc)
+    return _internal(exc)
+
+
+def problem_code(exc: BaseException) -> str:
+    """The ``code`` the API answers ``exc`` with (usage events' outcome)."""
+    return problem_for(exc).code
+
+
+def answer_exception(exc: BaseException) -> ProblemAnswer:
+    """:func:`problem_for`, logged as an operator needs it: an unavailable store as a warning,
+    an error the table does not know as an error with its traceback (never its message, which
+    might hold a secret, for an activity error it does not know)."""
+    answer = problem_for(exc)
+    if answer.code == "store_unavailable" and isinstance(exc, StoreUnavailable | redis.RedisError):
+        logger.warning("activity pool unavailable: %s", type(exc).__name__)
+    elif answer.status == 500:
+        if isinstance(exc, ActivityError):
+            logger.error("unexpected activity error: %r", exc)
+        else:
+            logger.error("unhandled error in the API: %s", type(exc).__name__, exc_info=exc)
+    return answer
+
+
+_render_json = JSONRenderer().render
+
+
+def render_problem(answer: ProblemAnswer, instance: str | None, request_id: str | None) -> bytes:
+    """The body's bytes as DRF's JSONRenderer makes them for :func:`exception_handler`."""
+    return _render_json(answer.body(instance, request_id))
 
 
 class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -91,127 +289,18 @@ class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
     available = serializers.IntegerField(required=False)
 
 
-def problem_response(
-    request: Any,
-    status: int,
-    code: str,
-    detail: str,
-    headers: dict[str, str] | None = None,
-    **extra: Any,
-) -> Response:
-    body: dict[str, Any] = {
-        "type": f"urn:proxy-pool:problem:{code}",
-        "title": _TITLES.get(code, code.replace("_", " ").capitalize()),
-        "status": status,
-        "detail": detail,
-        "code": code,
-    }
-    if request is not None:
-        body["instance"] = request.path
-        request_id = getattr(request, "request_id", None)
-        if request_id:
-            body["request_id"] = request_id
-    body.update(extra)
-    response = Response(body, status=status, headers=headers, content_type=PROBLEM_JSON)
-    return response
-
-
-def _detail_text(detail: Any) -> str:
-    if isinstance(detail, list | tuple) and detail:
-        return str(detail[0])
-    return str(detail)
-
-
-#: The code of each kind of error the handler answers by kind (Problem and the activity errors
-#: that carry their own code aside).
-_CODES: tuple[tuple[type | Any, str], ...] = (
-    (exceptions.ValidationError | exceptions.ParseError, "invalid_request"),
-    (exceptions.NotAuthenticated | exceptions.AuthenticationFailed, "unauthenticated"),
-    (exceptions.PermissionDenied | DjangoPermissionDenied, "forbidden"),
-    (exceptions.NotFound | Http404, "not_found"),
-    (exceptions.MethodNotAllowed, "method_not_allowed"),
-    (exceptions.NotAcceptable, "not_acceptable"),
-    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
-    (exceptions.Throttled, "rate_limited"),
-    (StoreUnavailable | redis.RedisError, "store_unavailable"),
-    (InvalidRequest, "invalid_request"),
-)
-
-
-def problem_code(exc: BaseException) -> str:
-    """The ``code`` the API answers ``exc`` with (:func:`exception_handler`; usage events)."""
-    if isinstance(exc, Problem | IdempotencyConflict | InsufficientInventory | ScanBudgetExhausted):
-        return exc.code
-    for kinds, code in _CODES:
-        if isinstance(exc, kinds):
-            return code
-    if isinstance(exc, exceptions.APIException):  # e.g. ConfigUnavailable (503)
-        return exc.default_code if isinstance(exc.default_code, str) else "error"
-    return "internal_error"
-
-
-def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    """DRF's exception handler (settings.REST_FRAMEWORK): every DRF view's error answer."""
     request = context.get("request")
     set_rollback()
-    retry = {"Retry-After": str(RETRY_AFTER_S)}
-    code = problem_code(exc)
-    if isinstance(exc, Problem):
-        return problem_response(
-            request, exc.status_code, code, str(exc.detail), exc.headers, **exc.extra
-        )
-    if isinstance(exc, exceptions.ValidationError | exceptions.ParseError):
-        errors = exc.detail if isinstance(exc.detail, dict) else None
-        detail = "The request body is not valid." if errors else _detail_text(exc.detail)
-        extra = {"errors": errors} if errors else {}
-        return problem_response(request, 400, code, detail, **extra)
-    if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
-        headers = {"WWW-Authenticate": 'Bearer realm="api"'}
-        detail = str(exc.detail)
-        if isinstance(exc, exceptions.NotAuthenticated):
-            detail = "Send an API key: 'Authorization: Bearer <api key>'."
-        return problem_response(request, 401, code, detail, headers)
-    if isinstance(exc, exceptions.PermissionDenied | DjangoPermissionDenied):
-        return problem_response(request, 403, code, "You may not do this.")
-    if isinstance(exc, exceptions.NotFound | Http404):
-        return problem_response(request, 404, code, "Not found.")
-    if isinstance(exc, exceptions.MethodNotAllowed):
-        return problem_response(request, 405, code, str(exc.detail))
-    if isinstance(exc, exceptions.NotAcceptable):
-        return problem_response(request, 406, code, str(exc.detail))
-    if isinstance(exc, exceptions.UnsupportedMediaType):
-        return problem_response(request, 415, code, str(exc.detail))
-    if isinstance(exc, exceptions.Throttled):
-        wait = max(1, int(exc.wait or 1))
-        return problem_response(
-            request, 429, code, "Too many requests.", {"Retry-After": str(wait)}
-        )
-    if isinstance(exc, IdempotencyConflict):
-        return problem_response(
-            request, 409, code, "This Idempotency-Key was used with a different request."
-        )
-    if isinstance(exc, InsufficientInventory):
-        return problem_response(
-            request,
-            409,
-            code,
-            "Fewer matching proxies than requested; nothing was extracted.",
-            requested=exc.requested,
-            available=exc.available,
-        )
-    if isinstance(exc, StoreUnavailable | redis.RedisError):
-        logger.warning("activity pool unavailable: %s", type(exc).__name__)
-        return problem_response(request, 503, code, "The proxy store is unavailable.", retry)
-    if isinstance(exc, ScanBudgetExhausted):
-        return problem_response(
-            request, 503, code, "The pool could not answer in its scan budget.", retry
-        )
-    if isinstance(exc, InvalidRequest):
-        return problem_response(request, 400, code, str(exc))
-    if isinstance(exc, exceptions.APIException):  # e.g. ConfigUnavailable (503)
-        headers = retry if exc.status_code == 503 else None
-        return problem_response(request, exc.status_code, code, str(exc.detail), headers)
-    if isinstance(exc, ActivityError):
-        logger.error("unexpected activity error: %r", exc)
-    else:
-        logger.error("unhandled error in the API: %s", type(exc).__name__, exc_info=exc)
-    return problem_response(request, 500, code, "Internal error.")
+    answer = answer_exception(exc)
+    instance = request_id = None
+    if request is not None:
+        instance = request.path
+        request_id = getattr(request, "request_id", None)
+    return Response(
+        answer.body(instance, request_id),
+        status=answer.status,
+        headers=answer.headers,
+        content_type=PROBLEM_JSON,
+    )

@@ -7,9 +7,9 @@ Redis round trip, limits included, and concurrent calls can never together go ov
 
 * ``requests_per_second``: every authenticated call takes one unit, whether it then succeeds or
   fails. An extract takes it inside the pool (a replay and an idempotency conflict too); a call
-  refused before the pool is asked (a 400 or 403 of the body, an outcome report, an inventory
-  read) takes it with :func:`charge_call`. Over the limit the call is a 429 before anything
-  else.
+  refused before the pool is asked (a 400 or 403 of the body) and every other call (an outcome
+  report, an inventory read: ``ApiView``, base.py) takes it with :func:`charge_call`. Over the
+  limit the call is a 429 before anything else.
 * ``proxies_per_minute``: counts the proxies extracts *returned*. An extract is refused (429,
   nothing taken but its request) unless ``count`` more fit; then only what it returned is
   charged (a partial extract that found 2 of 10 charges 2, a replay 0). A ``count`` above the
@@ -66,19 +66,12 @@ def retry_after(wait_ms: int, window: timedelta) -> int:
 
 
 def rate_limited(refusal: QuotaExceeded, client: Limited, count: int = 0) -> RateLimited:
-    """The 429 for a refusal of the pool."""
+    """The 429 for a refusal of the pool, naming the client's limit that refused."""
     if refusal.reason == "calls":
         wait = retry_after(refusal.retry_after_ms, RPS_WINDOW)
-        return RateLimited(
-            f"More than {client.requests_per_second} requests per second; retry in {wait} s.",
-            wait,
-        )
+        return RateLimited("calls", client.requests_per_second, wait, count, refusal.left)
     wait = retry_after(refusal.retry_after_ms, PPM_WINDOW)
-    return RateLimited(
-        f"{count} more proxies would exceed {client.proxies_per_minute} per minute "
-        f"(about {refusal.left} left); retry in {wait} s.",
-        wait,
-    )
+    return RateLimited("proxies", client.proxies_per_minute, wait, count, refusal.left)
 
 
 def charge_call(client: Limited) -> None:

@@ -8,14 +8,16 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
-from activity import ExtractedProxy, ExtractMode
+from activity import ExtractedProxy, ExtractMode, PoolOptions
 from activity.types import PROTOCOLS
 
-#: The pool's largest extract count (PoolOptions.max_extract_count); a client's own limit is
-#: checked by the view (403).
-MAX_COUNT = 1_000
-#: Longest min_remaining_s: the pool believes no TTL longer than a day.
-MAX_REMAINING_S = 86_400
+#: The pool's bounds, as the API's pool has them (pool_admin/pool.py leaves them at their
+#: defaults): the API refuses what the pool would, with the API's own field errors.
+POOL_BOUNDS = PoolOptions()
+#: The pool's largest extract count; a client's own limit is checked by the view (403).
+MAX_COUNT = POOL_BOUNDS.max_extract_count
+#: Longest min_remaining_s: the pool believes no provider TTL longer than this.
+MAX_REMAINING_S = int(POOL_BOUNDS.max_proxy_ttl.total_seconds())
 LABEL_REGEX = r"\A[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}\Z"
 
 

@@ -4,32 +4,33 @@ An extract touches no database once its key is cached (auth.py): limits come fro
 principal, proxies from Redis. Errors are raised and turned into problem+json centrally
 (problems.py).
 
-The ordinary extract is answered ahead of Django's handler by ``direct.py`` with
-:func:`run_extract`, the function ``ExtractView.post`` calls; an error it meets is handed over
-to this view (``HANDED_OVER``), which answers it as DRF answers any other.
+The ordinary extract is also answered ahead of Django's handler, by the fast extract
+application (``fast_extract.py``), with :func:`run_extract`, the function ``ExtractView.post``
+calls; tests/pool_admin/api/test_fast_extract.py holds the two answers alike.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponseBase
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from activity.errors import ScanBudgetExhausted
 from pool_admin.api.auth import ConfigUnavailable, Principal
+from pool_admin.api.base import ApiView
 from pool_admin.api.extracting import (
     IDEMPOTENCY_KEY_PATTERN,
     count_refused_call,
     perform_extract,
 )
 from pool_admin.api.openapi import (
+    LENGTH_REQUIRED,
+    NO_STORE,
     NOT_ACCEPTABLE,
+    PAYLOAD_TOO_LARGE,
     REQUEST_ID,
     RETRY_AFTER,
     UNAUTHENTICATED,
@@ -37,7 +38,6 @@ from pool_admin.api.openapi import (
     problems,
 )
 from pool_admin.api.problems import Forbidden
-from pool_admin.api.ratelimit import charge_call
 from pool_admin.api.serializers import (
     ExtractRequestSerializer,
     ExtractResponseSerializer,
@@ -47,13 +47,10 @@ from pool_admin.api.serializers import (
 from pool_admin.config.models import Upstream
 from pool_admin.pool import get_pool
 
-#: WSGI environ key under which direct.py hands an extract's error over to ExtractView:
-#: (the exception, the principal, the request ID or None). Set by the server side only: a client's
-#: headers reach the environ as HTTP_* keys.
-HANDED_OVER = "pool_admin.api.direct.error"
 
+class ExtractView(ApiView):
+    charges_request_unit = False  # the pool counts the call with the extract
 
-class ExtractView(APIView):
     @extend_schema(
         operation_id="extract",
         summary="Extract proxies for exclusive use",
@@ -79,6 +76,7 @@ class ExtractView(APIView):
                 pattern=IDEMPOTENCY_KEY_PATTERN,
             ),
             REQUEST_ID,
+            NO_STORE,
             RETRY_AFTER,
         ],
         responses={
@@ -89,6 +87,8 @@ class ExtractView(APIView):
                 r403="Count above the client's limit or a disallowed filter (`forbidden`).",
                 r406=NOT_ACCEPTABLE,
                 r409="`idempotency_conflict` or `insufficient_inventory`.",
+                r411=LENGTH_REQUIRED,
+                r413=PAYLOAD_TOO_LARGE,
                 r415=UNSUPPORTED_MEDIA_TYPE,
                 r429="A rate limit of the client is used up (`rate_limited`); see Retry-After.",
                 r503="`store_unavailable` or `scan_budget_exhausted`; see Retry-After.",
@@ -96,44 +96,29 @@ class ExtractView(APIView):
         },
     )
     def post(self, request: Request) -> Response:
-        request_id = uuid.uuid4().hex
+        request_id: str = request.request_id  # type: ignore[attr-defined]  # base.py
         try:
             body = request.data
-        except Exception as exc:  # malformed JSON, 415...: the call counts, a 429 comes first
-            request.request_id = request_id  # type: ignore[attr-defined]
+        except Exception as exc:  # malformed JSON, 415, 413...: the call counts, a 429 first
             count_refused_call(request.user, exc, request_id)
             raise
-        body_out = run_extract(request, request.user, body, request_id)
+        idempotency_key = request.META.get("HTTP_IDEMPOTENCY_KEY")
+        body_out = run_extract(request.user, body, idempotency_key, request_id)
         return Response(body_out, headers={"X-Request-ID": request_id})
 
-    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        handed_over = request.environ.pop(HANDED_OVER, None)  # type: ignore[attr-defined]
-        if handed_over is None:
-            return super().dispatch(request, *args, **kwargs)
-        # An error direct.py met: answered as DRF's dispatch answers an exception.
-        exc, principal, request_id = handed_over
-        request.user = principal  # as DRF's authentication does
-        if request_id is None:  # the body could not be read: the call counts, as in post
-            request_id = uuid.uuid4().hex
-            try:
-                count_refused_call(principal, exc, request_id)
-            except Exception as refused:  # over the limit (or no Redis): that is the answer
-                exc = refused
-        request.request_id = request_id  # type: ignore[attr-defined]
-        self.args, self.kwargs = args, kwargs
-        self.headers = self.default_response_headers
-        self.request = self.initialize_request(request, *args, **kwargs)
-        return self.finalize_response(self.request, self.handle_exception(exc))
+    @property
+    def default_response_headers(self) -> dict[str, str]:
+        # Every answer of the view, errors too: its answers hold proxy passwords, which no
+        # cache may keep (the fast path sends the same headers: fast_extract.py).
+        return {**super().default_response_headers, "Cache-Control": "no-store"}
 
 
 def run_extract(
-    request: Request | HttpRequest, principal: Principal, body: Any, request_id: str
+    principal: Principal, body: Any, idempotency_key: str | None, request_id: str
 ) -> dict[str, Any]:
-    """The extract's response body for ``body`` (parsed JSON); errors are raised."""
-    request.request_id = request_id  # type: ignore[union-attr]  # problems.py reports it
-    # request.headers, without building them all; perform_extract checks it
-    key = request.META.get("HTTP_IDEMPOTENCY_KEY")
-    result = perform_extract(principal, body, key, request_id)
+    """The extract's response body for ``body`` (parsed JSON); errors are raised. The one
+    function both ExtractView and the fast extract application (fast_extract.py) answer with."""
+    result = perform_extract(principal, body, idempotency_key, request_id)
     return {
         "proxies": [proxy_body(p) for p in result.proxies],
         "requested": result.requested,
@@ -142,7 +127,7 @@ def run_extract(
     }
 
 
-class InventoryView(APIView):
+class InventoryView(ApiView):
     @extend_schema(
         operation_id="inventory",
         summary="Live inventory per upstream this client may draw from",
@@ -168,8 +153,7 @@ class InventoryView(APIView):
         },
     )
     def get(self, request: Request) -> Response:
-        principal: Principal = request.user
-        charge_call(principal)  # every call counts, as an extract's does
+        principal: Principal = request.user  # its request unit is taken (base.py)
         if not principal.may_view_inventory:
             raise Forbidden(
                 "This client may not see the inventory; an operator can allow it "

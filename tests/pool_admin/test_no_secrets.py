@@ -5,7 +5,7 @@ credentials store, an API client gets a key, proxies carrying the proxy credenti
 ``SecretRef``) are stocked through the real ``RedisPool`` with the store as its resolver, and a
 client extracts them over HTTP, then provokes every error it can. Only the 200 extract bodies
 may carry the proxy password (that is what an extract is for). The HTTP part runs through
-Django's handler alone and through direct.py first, as the web server runs it.
+Django's handler alone and through fast_extract.py first, as the web server runs it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import ApiClient, ApiKey, Credential, Upstream, WorkerGroup
 from pool_admin.localservices import free_port
-from tests.pool_admin.api.conftest import DirectFirstHandler
+from tests.pool_admin.api.conftest import FastFirstHandler
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -39,15 +39,15 @@ PROXY_PASSWORD = "proxy-pw-Kd72$wX0!never-log"
 EXTRACT = "/api/v1/extract"
 
 
-@pytest.fixture(params=["django", "direct"])
+@pytest.fixture(params=["django", "fast"])
 def new_api_client(request):
-    """Makes API clients of one path: Django's handler alone, or direct.py first (the ``api``
+    """Makes API clients of one path: Django's handler alone, or fast_extract.py first (the ``api``
     fixture of tests/pool_admin/api/conftest.py)."""
 
     def make(authorization: str | None = None) -> APIClient:
         client = APIClient()
-        if request.param == "direct":
-            client.handler = DirectFirstHandler(enforce_csrf_checks=False)
+        if request.param == "fast":
+            client.handler = FastFirstHandler(enforce_csrf_checks=False)
         if authorization is not None:
             client.credentials(HTTP_AUTHORIZATION=authorization)
         return client
@@ -141,7 +141,7 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
 ):
     caplog.set_level(logging.DEBUG)
     secrets = world["secrets"]
-    answered_directly = DirectFirstHandler.answered
+    answered_fast = FastFirstHandler.answered
     api = new_api_client(f"Bearer {world['plaintext']}")
 
     # The one place a proxy password belongs: a 200 extract body (and its replay).
@@ -196,10 +196,10 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
     inventory = api.get("/api/v1/inventory")
     assert inventory.status_code == 200
     assert_no_secret(inventory.content.decode(), "the inventory body", secrets)
-    if new_api_client.path == "direct":  # the replay at least was direct.py's own answer
-        assert DirectFirstHandler.answered > answered_directly
+    if new_api_client.path == "fast":  # the replay at least was fast_extract.py's own answer
+        assert FastFirstHandler.answered > answered_fast
     else:
-        assert DirectFirstHandler.answered == answered_directly
+        assert FastFirstHandler.answered == answered_fast
 
     # The admin: every configuration model's changelist and change page, as a superuser.
     boss = get_user_model().objects.create_superuser("boss", password="a-Long-pass-123")

@@ -23,7 +23,8 @@ from activity import (
 )
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
-from pool_admin.api import auth, direct
+from pool_admin.api import auth
+from pool_admin.api.fast_extract import FastExtract
 from pool_admin.api.usage import flush_usage
 from pool_admin.config.models import ApiClient, ApiKey, Upstream
 
@@ -127,17 +128,18 @@ def make_client(upstreams):
     return make
 
 
-class DirectFirstHandler(ForceAuthClientHandler):
+class FastFirstHandler(ForceAuthClientHandler):
     """The test client's handler as the web server's application is composed (pool_admin/wsgi.py):
-    direct.py's answer for the ordinary extract, Django's handler for the rest."""
+    fast_extract.py's answer for the ordinary extract, Django's handler for the rest. The fast
+    application is built for each request, from the settings of that moment."""
 
-    answered: int = 0  # requests direct.py answered
+    answered: int = 0  # requests fast_extract.py answered
 
     def __call__(self, environ):
-        answered = direct.answer(environ)
+        answered = FastExtract(None).answer(environ)
         if answered is None:
             return super().__call__(environ)
-        DirectFirstHandler.answered += 1
+        FastFirstHandler.answered += 1
         # What the web server sends, as the test client reads a response.
         response = HttpResponse(
             answered.content, status=int(answered.status[:3]), headers=dict(answered.headers)
@@ -147,15 +149,15 @@ class DirectFirstHandler(ForceAuthClientHandler):
         return response
 
 
-@pytest.fixture(params=["django", "direct"])
+@pytest.fixture(params=["django", "fast"])
 def api(request):
-    """A client of the API: through Django's handler alone, or through direct.py first as the
-    web server runs it. Every API test runs on both, so both answer every request alike."""
+    """A client of the API: through Django's handler alone, or through fast_extract.py first as
+    the web server runs it. Every API test runs on both, so both answer every request alike."""
 
     def make(plaintext: str | None = None) -> APIClient:
         client = APIClient()
-        if request.param == "direct":
-            client.handler = DirectFirstHandler(enforce_csrf_checks=False)
+        if request.param == "fast":
+            client.handler = FastFirstHandler(enforce_csrf_checks=False)
         if plaintext is not None:
             client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
         return client

@@ -166,7 +166,7 @@ def test_scan_budget_exhausted_is_503_with_retry_after_and_takes_nothing(api, ma
     stock_many(seed.pool, "acme-eu", budget + 1, region="eu", carrier="vz", first_octet=2)
     client = api(make_client().plaintext)
     warm = extract(client, {"count": 1, "mode": "partial", "filters": {"region": "us"}})
-    assert warm.status_code == 200, warm.content  # the key is cached: direct.py serves now
+    assert warm.status_code == 200, warm.content  # the key is cached: fast_extract.py serves now
     before = {u: seed.pool.inventory(u) for u in ("acme-us", "acme-eu")}
     assert before == {"acme-us": budget + 1, "acme-eu": budget + 1}
 

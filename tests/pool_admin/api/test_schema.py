@@ -113,6 +113,22 @@ def test_406_everywhere_and_415_on_posts_are_listed_as_problem_json(schema):
             assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
 
 
+@pytest.mark.parametrize("status", ["411", "413"])
+def test_411_and_413_are_listed_on_posts_as_problem_json(schema, status):
+    for operation, spec in _operations(schema):
+        responses = spec["responses"]
+        assert (status in responses) is (operation[0] == "post"), operation
+        if operation[0] == "post":
+            content = responses[status]["content"]
+            assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
+
+
+def test_the_extracts_200_declares_cache_control_no_store(schema):
+    header = schema["paths"]["/api/v1/extract"]["post"]["responses"]["200"]["headers"]
+    assert header["Cache-Control"]["required"] is True
+    assert header["Cache-Control"]["schema"] == {"type": "string", "enum": ["no-store"]}
+
+
 def test_the_schema_validates_without_warnings(tmp_path):
     call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "s.yaml"))
     assert "Retry-After" in (tmp_path / "s.yaml").read_text()

@@ -1,12 +1,14 @@
-"""direct.py answers the ordinary extract exactly as Django's handler does (api/direct.py).
+"""The contract between the extract endpoint's own application and Django's (fast_extract.py).
 
-Every API test also runs through direct.py (the ``api`` fixture); these compare the two answers
-byte for byte where they can differ, and check what direct.py must leave to Django.
+fast_extract.py answers the ordinary extract as Django's handler does: every API test also runs
+through it (the ``api`` fixture); these compare the two answers byte for byte where they can
+differ, errors included, and check what it must leave to Django.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.core import signals
@@ -15,8 +17,8 @@ from django.test import RequestFactory, override_settings
 from rest_framework.renderers import JSONRenderer
 from rest_framework.test import APIClient
 
-from pool_admin.api import direct
-from tests.pool_admin.api.conftest import DirectFirstHandler
+from pool_admin.api import fast_extract
+from tests.pool_admin.api.conftest import FastFirstHandler
 from tests.pool_admin.api.test_extract import URL
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -25,25 +27,25 @@ ORDINARY = {"count": 1, "mode": "partial"}
 
 
 def clients(plaintext: str) -> tuple[APIClient, APIClient]:
-    """(through direct.py first, through Django's handler alone), with the same key."""
+    """(through fast_extract.py first, through Django's handler alone), with the same key."""
     first, django = APIClient(), APIClient()
-    first.handler = DirectFirstHandler(enforce_csrf_checks=False)
+    first.handler = FastFirstHandler(enforce_csrf_checks=False)
     for client in (first, django):
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {plaintext}")
     return first, django
 
 
 @pytest.fixture
-def extracts_run_by_direct(monkeypatch):
-    """Request IDs of the extracts direct.py ran (answered or handed over)."""
+def extracts_run_by_fast(monkeypatch):
+    """Request IDs of the extracts fast_extract.py ran (whatever their answer)."""
     calls = []
-    original = direct.run_extract
+    original = fast_extract.run_extract
 
-    def spy(request, principal, body, request_id):
+    def spy(principal, body, idempotency_key, request_id):
         calls.append(request_id)
-        return original(request, principal, body, request_id)
+        return original(principal, body, idempotency_key, request_id)
 
-    monkeypatch.setattr(direct, "run_extract", spy)
+    monkeypatch.setattr(fast_extract, "run_extract", spy)
     return calls
 
 
@@ -72,18 +74,18 @@ def comparable(response):
         ([1, 2], 400),
     ],
 )
-def test_direct_and_django_answer_alike(make_client, seed, extracts_run_by_direct, body, status):
+def test_direct_and_django_answer_alike(make_client, seed, extracts_run_by_fast, body, status):
     seed(n=20)
     first, django = clients(make_client(max_count_per_request=60, proxies_per_minute=40).plaintext)
     assert first.post(URL, ORDINARY, format="json").status_code == 200
-    assert extracts_run_by_direct == []  # the first request verified the key: Django's path
+    assert extracts_run_by_fast == []  # the first request verified the key: Django's path
 
-    answered = DirectFirstHandler.answered
+    answered = FastFirstHandler.answered
     response = first.post(URL, body, format="json")
-    assert len(extracts_run_by_direct) == 1, "direct.py did not run the extract"
-    assert DirectFirstHandler.answered == answered + (status == 200)  # errors: handed over
+    assert len(extracts_run_by_fast) == 1, "fast_extract.py did not run the extract"
+    assert FastFirstHandler.answered == answered + 1  # its errors too
     reference = django.post(URL, body, format="json")
-    assert len(extracts_run_by_direct) == 1
+    assert len(extracts_run_by_fast) == 1
 
     assert response.status_code == status, response.content
     assert comparable(response) == comparable(reference)
@@ -92,8 +94,8 @@ def test_direct_and_django_answer_alike(make_client, seed, extracts_run_by_direc
     assert int(response["Content-Length"]) == len(response.content)
     if status == 200:
         assert response["X-Request-ID"] and response["X-Request-ID"] != reference["X-Request-ID"]
-    else:  # the error answer names the extract direct.py ran
-        assert response.json()["request_id"] == extracts_run_by_direct[0]
+    else:  # the error answer names the extract fast_extract.py ran
+        assert response.json()["request_id"] == extracts_run_by_fast[0]
 
 
 @pytest.mark.parametrize(
@@ -106,33 +108,33 @@ def test_direct_and_django_answer_alike(make_client, seed, extracts_run_by_direc
         ("application/json", '{"count": 1, "mode": "partial"}', {"Accept": "text/html"}, 406),
         # An empty Accept matches no renderer in DRF: 406, and no proxy taken.
         ("application/json", '{"count": 1, "mode": "partial"}', {"Accept": ""}, 406),
-        # Valid, but over direct.py's 64 KiB: Django reads it.
+        # Valid, but over fast_extract.py's 64 KiB: Django reads it.
         ("application/json", " " * 70_000 + '{"count": 1, "mode": "partial"}', {}, 200),
-        # Too deep for Python's JSON parser: Django's path, and a 400 like any other bad JSON.
+        # Too deep for Python's JSON parser: a 400 like any other bad JSON.
         ("application/json", "[" * 100_000, {}, 400),
         ("application/json", "[" * 100_000 + "]" * 100_000, {}, 400),
         # A host outside ALLOWED_HOSTS: Django's 400.
         ("application/json", '{"count": 1, "mode": "partial"}', {"Host": "evil.example"}, 400),
     ],
 )
-def test_other_requests_are_left_to_django(
-    make_client, seed, extracts_run_by_direct, content_type, data, headers, status
+def test_requests_without_an_extract_are_answered_alike(
+    make_client, seed, extracts_run_by_fast, content_type, data, headers, status
 ):
     seed(n=3)
     first, django = clients(make_client().plaintext)
     assert first.post(URL, ORDINARY, format="json").status_code == 200
     response = first.post(URL, data, content_type=content_type, headers=headers)
-    assert extracts_run_by_direct == []
+    assert extracts_run_by_fast == []
     reference = django.post(URL, data, content_type=content_type, headers=headers)
     assert response.status_code == status
-    # The same detail too: a body direct.py read and gave back reads alike in Django.
+    # The same detail too: a body fast_extract.py parsed fails as Django's parser fails it.
     assert comparable(response) == comparable(reference)
 
 
-def test_the_views_permissions_hold_on_the_direct_path(
-    make_client, seed, extracts_run_by_direct, monkeypatch
+def test_the_views_permissions_hold_on_the_fast_path(
+    make_client, seed, extracts_run_by_fast, monkeypatch
 ):
-    """A permission added to the view later is never skipped by direct.py."""
+    """A permission added to the view later is never skipped by fast_extract.py."""
     from rest_framework.exceptions import PermissionDenied
     from rest_framework.permissions import BasePermission
 
@@ -153,42 +155,82 @@ def test_the_views_permissions_hold_on_the_direct_path(
         monkeypatch.setattr(ExtractView, "permission_classes", [permission])
         response = first.post(URL, ORDINARY, format="json")
         assert response.status_code == 403 and response.json()["code"] == "forbidden"
-    assert extracts_run_by_direct == []
+    assert extracts_run_by_fast == []
 
 
-@pytest.fixture
-def reset_direct():
-    direct._setup.cache_clear()
-    yield
-    direct._setup.cache_clear()
-
-
-def test_other_middleware_turns_the_direct_path_off(
-    make_client, seed, extracts_run_by_direct, reset_direct, settings, caplog
+@pytest.mark.parametrize(
+    "middleware",
+    [
+        pytest.param(("MIDDLEWARE", "django.middleware.gzip.GZipMiddleware"), id="MIDDLEWARE"),
+        pytest.param(
+            ("SITE_MIDDLEWARE", "django.middleware.locale.LocaleMiddleware"), id="SITE_MIDDLEWARE"
+        ),
+    ],
+)
+def test_the_fast_path_stays_on_whatever_the_admins_middleware(
+    make_client, seed, extracts_run_by_fast, settings, middleware
 ):
-    """Middleware direct.py does not know would be skipped: it stays off instead."""
+    """It reproduces no middleware: the admin's can change without switching it off (what
+    every API answer must carry is held by the tests above, on the project's settings)."""
+    name, path = middleware
     seed(n=2)
+    setattr(settings, name, [*getattr(settings, name), path])
     first, _ = clients(make_client().plaintext)
+    assert first.post(URL, ORDINARY, format="json").status_code == 200  # caches the key
     assert first.post(URL, ORDINARY, format="json").status_code == 200
-    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.middleware.gzip.GZipMiddleware"]
-    direct._setup.cache_clear()
-    assert first.post(URL, ORDINARY, format="json").status_code == 200
-    assert extracts_run_by_direct == []
-    assert "direct extract path off: settings.MIDDLEWARE differs" in caplog.text
+    assert len(extracts_run_by_fast) == 1
 
 
-def test_another_renderer_on_the_view_turns_the_direct_path_off(reset_direct, monkeypatch, caplog):
+@pytest.mark.parametrize(
+    ("overrides", "headers", "status"),
+    [
+        ({"SECURE_SSL_REDIRECT": True}, {}, 301),
+        ({"PREPEND_WWW": True}, {}, 301),
+        ({"DISALLOWED_USER_AGENTS": [re.compile("crawler")]}, {"User-Agent": "crawler/1"}, 403),
+        ({"ALLOWED_HOSTS": ["api.example"]}, {}, 400),
+    ],
+)
+def test_what_djangos_middleware_redirects_or_refuses_is_left_to_it(
+    make_client, seed, extracts_run_by_fast, settings, overrides, headers, status
+):
+    from pool_admin.api import auth
+
+    seed(n=2)
+    key = make_client().plaintext
+    assert auth.authenticate_key(key) is not None  # cached: the fast path would take it
+    for name, value in overrides.items():
+        setattr(settings, name, value)
+    first, django = clients(key)
+    response = first.post(URL, ORDINARY, format="json", headers=headers)
+    reference = django.post(URL, ORDINARY, format="json", headers=headers)
+    assert extracts_run_by_fast == []
+    assert response.status_code == reference.status_code == status
+    assert comparable(response) == comparable(reference)
+
+
+def test_another_renderer_on_the_view_leaves_requests_to_the_view(
+    make_client, seed, extracts_run_by_fast, monkeypatch
+):
     from rest_framework.renderers import BrowsableAPIRenderer
 
     from pool_admin.api.views import ExtractView
 
+    seed(n=2)
+    first, _ = clients(make_client().plaintext)
+    assert first.post(URL, ORDINARY, format="json").status_code == 200  # caches the key
     monkeypatch.setattr(ExtractView, "renderer_classes", [JSONRenderer, BrowsableAPIRenderer])
-    assert not direct.enabled()
-    assert "renders, parses or negotiates otherwise" in caplog.text
+    assert not fast_extract.view_is_as_done_here()
+    assert first.post(URL, ORDINARY, format="json").status_code == 200
+    assert extracts_run_by_fast == []
 
 
-def test_the_projects_settings_keep_the_direct_path_on(reset_direct):
-    assert direct.enabled()
+def test_the_projects_view_and_route_are_what_the_fast_path_does():
+    from django.urls import resolve
+
+    from pool_admin.api.views import ExtractView
+
+    assert fast_extract.view_is_as_done_here()
+    assert resolve(fast_extract.EXTRACT_PATH).func.view_class is ExtractView
 
 
 def _environ(key, body=ORDINARY, path=URL, **extra):
@@ -237,8 +279,8 @@ def keep_test_connection():
 
 
 @override_settings(ALLOWED_HOSTS=["api.example"])
-def test_the_web_servers_application_sends_the_direct_answer_as_django_would(
-    make_client, seed, extracts_run_by_direct, keep_test_connection
+def test_the_web_servers_application_sends_the_fast_answer_as_django_would(
+    make_client, seed, extracts_run_by_fast, keep_test_connection
 ):
     """pool_admin.wsgi.application: status line, header list and bytes as Django's handler."""
     from pool_admin.wsgi import application, django_application
@@ -250,11 +292,11 @@ def test_the_web_servers_application_sends_the_direct_answer_as_django_would(
         return _environ(key, **extra)
 
     status, _, _ = _call(application, environ())  # verifies and caches the key: Django's path
-    assert status == "200 OK" and extracts_run_by_direct == []
+    assert status == "200 OK" and extracts_run_by_fast == []
     status, headers, body = _call(application, environ())
-    assert len(extracts_run_by_direct) == 1
+    assert len(extracts_run_by_fast) == 1
     ref_status, ref_headers, ref_body = _call(django_application, environ())
-    assert len(extracts_run_by_direct) == 1
+    assert len(extracts_run_by_fast) == 1
     assert status == ref_status == "200 OK"
 
     assert _names(headers) == _names(ref_headers)  # the same headers in the same order
@@ -268,11 +310,11 @@ def test_the_web_servers_application_sends_the_direct_answer_as_django_would(
 
 
 @override_settings(ALLOWED_HOSTS=["api.example"])
-def test_a_request_left_to_django_reaches_it_as_the_server_sent_it(
-    make_client, seed, extracts_run_by_direct, keep_test_connection
+def test_an_error_made_here_reads_as_djangos(
+    make_client, seed, extracts_run_by_fast, keep_test_connection
 ):
-    """Nothing direct.py does to decide rewrites the environ Django then reads: a script prefix
-    that is not ASCII, a body that cannot be read."""
+    """An error answer of fast_extract.py names the request's path as Django does (a script
+    prefix that is not ASCII), and a body that cannot be read is answered alike."""
     from pool_admin.wsgi import application, django_application
 
     seed(n=4)
@@ -282,14 +324,19 @@ def test_a_request_left_to_django_reaches_it_as_the_server_sent_it(
         return _environ(key, body)
 
     assert _call(application, environ())[0] == "200 OK"  # caches the key
-    bad = {"count": "x", "mode": "partial"}  # handed over: a 400
+    bad = {"count": "x", "mode": "partial"}  # a 400 of the extract
+    problems = []
     for app in (application, django_application):
         prefixed = environ(bad)
         prefixed["SCRIPT_NAME"] = "/pr\xc3\xa9"  # as WSGI servers pass non-ASCII: latin-1
         status, _, body = _call(app, prefixed)
         assert status.startswith("400"), (app, status)
-        assert json.loads(body)["code"] == "invalid_request"
-    assert len(extracts_run_by_direct) == 1
+        problems.append(json.loads(body))
+        assert problems[-1].pop("request_id")
+    assert problems[0] == problems[1]
+    assert problems[0]["code"] == "invalid_request"
+    assert problems[0]["instance"] == "/pr\xe9/api/v1/extract"
+    assert len(extracts_run_by_fast) == 1
 
     class Unreadable:
         def read(self, *args):
@@ -303,7 +350,7 @@ def test_a_request_left_to_django_reaches_it_as_the_server_sent_it(
         cut["wsgi.input"] = Unreadable()
         answers.append(_call(app, cut)[0])
     assert answers[0] == answers[1]
-    assert len(extracts_run_by_direct) == 1  # no extract without a body
+    assert len(extracts_run_by_fast) == 1  # no extract without a body
 
 
 @override_settings(ALLOWED_HOSTS=["api.example"])
@@ -336,24 +383,26 @@ def test_a_body_that_cannot_be_read_counts_as_a_call_on_both_paths(
 
 
 @pytest.fixture
-def hsts_everywhere(reset_direct):
-    """SECURE_HSTS_SECONDS set, and the middleware that read it at start built again: Django's
-    handler's and direct.py's."""
-    from pool_admin.wsgi import django_application
+def hsts_everywhere():
+    """SECURE_HSTS_SECONDS set, and what read it at start built again: Django's handler's
+    middleware, and the web server's application (yielded)."""
+    from pool_admin.wsgi import compose, django_application
 
     with override_settings(SECURE_HSTS_SECONDS=3600):
         django_application.load_middleware()
-        yield
+        yield compose(django_application)
     django_application.load_middleware()
 
 
 @override_settings(ALLOWED_HOSTS=["api.example"])
 def test_headers_reused_per_kind_of_request_match_djangos(
-    make_client, seed, extracts_run_by_direct, keep_test_connection, hsts_everywhere
+    make_client, seed, extracts_run_by_fast, keep_test_connection, hsts_everywhere
 ):
-    """The header list direct.py reuses is kept apart for secure requests (HSTS) and the rest."""
-    from pool_admin.wsgi import application, django_application
+    """The headers fast_extract.py computed at start are kept apart for secure requests (HSTS)
+    and the rest."""
+    from pool_admin.wsgi import django_application
 
+    application = hsts_everywhere
     seed(n=8)
     key = make_client().plaintext
 
@@ -367,5 +416,5 @@ def test_headers_reused_per_kind_of_request_match_djangos(
         assert status == "200 OK"
         assert _names(headers) == _names(ref_headers)
         assert ("Strict-Transport-Security" in dict(headers)) is secure
-        assert dict(headers)["X-Request-ID"] == extracts_run_by_direct[-1]
-    assert len(extracts_run_by_direct) == 4
+        assert dict(headers)["X-Request-ID"] == extracts_run_by_fast[-1]
+    assert len(extracts_run_by_fast) == 4
