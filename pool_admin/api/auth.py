@@ -170,6 +170,14 @@ class IsApiClient(BasePermission):
         return isinstance(request.user, Principal)
 
 
+def principal_of(request: Request) -> Principal:
+    """The API client of a request :class:`IsApiClient` has let through."""
+    user = request.user
+    if not isinstance(user, Principal):  # only a view without IsApiClient gets here
+        raise exceptions.NotAuthenticated()
+    return user
+
+
 class ApiKeyScheme(OpenApiAuthenticationExtension):
     target_class = "pool_admin.api.auth.ApiKeyAuthentication"
     name = "ApiKeyAuth"

@@ -25,7 +25,7 @@ from rest_framework.response import Response
 from activity import Outcome, OutcomeReport, OutcomeResult
 from activity.errors import ActivityError, OutcomeRejected
 from activity.hosts import MAX_HOST_LENGTH, normalize_host
-from pool_admin.api.auth import Principal
+from pool_admin.api.auth import principal_of
 from pool_admin.api.base import ApiView
 from pool_admin.api.openapi import (
     LENGTH_REQUIRED,
@@ -145,7 +145,7 @@ class OutcomeView(ApiView):
         },
     )
     def post(self, request: Request, proxy_id: str) -> Response:
-        principal: Principal = request.user  # its request unit is taken (base.py)
+        principal = principal_of(request)  # its request unit is taken (base.py)
         request_id: str = request.request_id  # type: ignore[attr-defined]
         body = OutcomeRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)

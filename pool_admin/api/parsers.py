@@ -49,5 +49,6 @@ def parse_json(raw: bytes, encoding: str = "utf-8") -> Any:
 
 class JSONParser(parsers.JSONParser):
     def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        encoding = parsers.get_encoding(parser_context or {})  # DRF's charset checks
+        # DRF's charset checks (DRF 3.17+; the stubs pinned for Django 5.2 are older)
+        encoding = parsers.get_encoding(parser_context or {})  # type: ignore[attr-defined]
         return parse_json(stream.read(), encoding)

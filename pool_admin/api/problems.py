@@ -173,7 +173,7 @@ def _invalid(exc: exceptions.ValidationError | exceptions.ParseError) -> Problem
 
 
 def _throttled(exc: exceptions.Throttled) -> ProblemAnswer:
-    wait = max(1, int(exc.wait or 1))
+    wait = max(1, int(getattr(exc, "wait", None) or 1))  # DRF sets it; its stubs omit it
     return ProblemAnswer(429, "rate_limited", "Too many requests.", {"Retry-After": str(wait)})
 
 
@@ -271,7 +271,8 @@ _render_json = JSONRenderer().render
 
 def render_problem(answer: ProblemAnswer, instance: str | None, request_id: str | None) -> bytes:
     """The body's bytes as DRF's JSONRenderer makes them for :func:`exception_handler`."""
-    return _render_json(answer.body(instance, request_id))
+    body: bytes = _render_json(answer.body(instance, request_id))
+    return body
 
 
 class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -284,7 +285,10 @@ class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
     code = serializers.CharField(help_text="Stable machine-readable error code.")
     instance = serializers.CharField(required=False, help_text="The request path.")
     request_id = serializers.CharField(required=False)
-    errors = serializers.DictField(required=False, help_text="Field errors (invalid_request).")
+    # Shadows Serializer.errors, harmless on a serializer that only describes the schema.
+    errors = serializers.DictField(  # type: ignore[assignment]
+        required=False, help_text="Field errors (invalid_request)."
+    )
     requested = serializers.IntegerField(required=False)
     available = serializers.IntegerField(required=False)
 

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from activity.errors import ScanBudgetExhausted
-from pool_admin.api.auth import ConfigUnavailable, Principal
+from pool_admin.api.auth import ConfigUnavailable, Principal, principal_of
 from pool_admin.api.base import ApiView
 from pool_admin.api.extracting import (
     IDEMPOTENCY_KEY_PATTERN,
@@ -100,10 +100,10 @@ class ExtractView(ApiView):
         try:
             body = request.data
         except Exception as exc:  # malformed JSON, 415, 413...: the call counts, a 429 first
-            count_refused_call(request.user, exc, request_id)
+            count_refused_call(principal_of(request), exc, request_id)
             raise
         idempotency_key = request.META.get("HTTP_IDEMPOTENCY_KEY")
-        body_out = run_extract(request.user, body, idempotency_key, request_id)
+        body_out = run_extract(principal_of(request), body, idempotency_key, request_id)
         return Response(body_out, headers={"X-Request-ID": request_id})
 
     @property
@@ -153,7 +153,7 @@ class InventoryView(ApiView):
         },
     )
     def get(self, request: Request) -> Response:
-        principal: Principal = request.user  # its request unit is taken (base.py)
+        principal = principal_of(request)  # its request unit is taken (base.py)
         if not principal.may_view_inventory:
             raise Forbidden(
                 "This client may not see the inventory; an operator can allow it "
