@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.localservices import (
-    DEFAULT_DATABASE_URL,
-    DEFAULT_REDIS_URL,
     PostgresCluster,
     RedisServer,
     create_database_if_missing,

@@ -13,6 +13,7 @@ from pathlib import Path
 import dj_database_url
 
 from activity.types import PoolOptions
+from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.env import (
     EnvError,
     check_fernet_keys,
@@ -23,7 +24,6 @@ from pool_admin.env import (
     env_str,
     env_url,
 )
-from pool_admin.localservices import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.redact import redact_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent

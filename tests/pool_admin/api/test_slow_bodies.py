@@ -20,11 +20,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
 from pool_admin.bodyguard import BODY_TIMEOUT_S
 from pool_admin.launcher import WEB_THREADS, web_command
 from pool_admin.localservices import free_port
+from tests.harness.commands import database_url_of_test_db
 
 REPO = Path(__file__).resolve().parents[3]
 WORKERS = 2
@@ -34,17 +34,12 @@ STALLED = 4 * WORKERS * WEB_THREADS
 ANSWER_BOUND_S = 2.0
 
 
-def database_url() -> str:
-    s = connection.settings_dict
-    return f"postgresql://{s['USER']}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
 @contextlib.contextmanager
 def web_server(tmp_path: Path, redis_url: str, prefix: str):
     port = free_port()
     env = {
         **os.environ,
-        "DATABASE_URL": database_url(),
+        "DATABASE_URL": database_url_of_test_db(),
         "REDIS_URL": redis_url,
         "METRICS_REDIS_URL": redis_url,
         "CELERY_BROKER_URL": redis_url,
