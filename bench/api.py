@@ -239,6 +239,17 @@ def wait_serving(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0
     raise RuntimeError(f"the web server did not answer within {timeout} s")
 
 
+def stop_web(web: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the web server's process group, SIGKILL if it is still there after 20 s."""
+    if web.poll() is None:
+        os.killpg(web.pid, signal.SIGTERM)
+        try:
+            web.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(web.pid, signal.SIGKILL)
+            web.wait()
+
+
 def run_wrk(base: str, script: Path, connections: int, seconds: float) -> dict[str, object]:
     argv = [
         "wrk",
@@ -387,13 +398,8 @@ def run(
             )
             return 1 if dup else 0
         finally:
-            if web is not None and web.poll() is None:
-                os.killpg(web.pid, signal.SIGTERM)
-                try:
-                    web.wait(20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(web.pid, signal.SIGKILL)
-                    web.wait()
+            if web is not None:
+                stop_web(web)
             if created_client:
                 delete_client(client_name)
             if web is not None and args.keep_logs:

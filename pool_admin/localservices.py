@@ -25,10 +25,9 @@ from urllib.parse import urlsplit
 import psycopg
 import redis
 
+from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.redact import redact_url
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-DEFAULT_DATABASE_URL = "postgresql://postgres@127.0.0.1:5432/pool_admin"
 _SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 
 

@@ -11,8 +11,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from activity.types import PoolOptions
+from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.env import (
     EnvError,
     check_fernet_keys,
@@ -23,7 +25,6 @@ from pool_admin.env import (
     env_str,
     env_url,
 )
-from pool_admin.localservices import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.redact import redact_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -101,6 +102,8 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "django.contrib.postgres",
     "simple_history",
+    "axes",
+    "csp",
     "pool_admin",
     "pool_admin.config",
 ]
@@ -114,6 +117,7 @@ MIDDLEWARE = [
     "pool_admin.api.middleware.SiteOnlyMiddleware",
 ]
 SITE_MIDDLEWARE = [
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -121,15 +125,34 @@ SITE_MIDDLEWARE = [
     "simple_history.middleware.HistoryRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
-# The admin's checks look for sessions, users and messages in MIDDLEWARE only; they run from
+# The admin's and django-axes' checks look for their middleware in MIDDLEWARE only; it runs from
 # SITE_MIDDLEWARE for every admin page (tests/pool_admin/test_site_middleware.py).
-SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410"]
+SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410", "axes.W002"]
 
-# A new API key's plaintext is shown once through a message. Cookie storage keeps it in the
-# operator's browser (signed, consumed on display) and out of the session table, which the
-# default fallback storage would write it to when the cookie grows too large.
-MESSAGE_STORAGE = "django.contrib.messages.storage.cookie.CookieStorage"
+# A new API key's plaintext is shown once through a message. Messages stay on the server (in
+# the session, deleted once displayed): a cookie is only signed, so the key would be readable
+# in the browser's cookie store, a proxy's log or a cookie-stealing extension.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+
+# Admin login throttling (django-axes): 5 wrong passwords for one username from one address
+# lock that pair out for 15 minutes (429); a successful login clears its failures. Operators see
+# attempts and lockouts in the admin (Axes: access attempts, failures, logs) and lift one by
+# deleting its attempt there or with `manage.py axes_reset`. The address is REMOTE_ADDR: behind a
+# proxy, configure AXES_IPWARE_* (django-ipware) before relying on the address part.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out pair before any check
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = timedelta(minutes=15)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# No start-up banner: every manage.py command would print it (and commands' output is parsed).
+# Failures and lockouts are still logged, username and address masked.
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "pool_admin.urls"
 WSGI_APPLICATION = "pool_admin.wsgi.application"
@@ -184,6 +207,28 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# HSTS once the site is served over HTTPS (SECURE_COOKIES=1 says it is): Django sends it only on
+# requests that arrived over TLS. A year, this host only (subdomains may not all be HTTPS).
+SECURE_HSTS_SECONDS = 365 * 24 * 3600 if SECURE_COOKIES else 0
+
+# Content-Security-Policy of the admin and the API docs (django-csp; CSPMiddleware runs from
+# SITE_MIDDLEWARE, so the client API's JSON answers skip it). Scripts only from this origin:
+# the admin has no inline script, and the docs use drf-spectacular's split view, whose start-up
+# script is a file too. Inline styles are allowed: Swagger UI sets them as it renders and the
+# admin has a few; they cannot run code.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from pool_admin import health
 
@@ -16,7 +16,9 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("api/v1/", include("pool_admin.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    # The split view serves Swagger UI's start-up script as a file (?script), not inline: the
+    # Content-Security-Policy (settings) allows scripts from this origin only.
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
 ]
 
 # Under /api/ every error is problem+json, also where no DRF view answers

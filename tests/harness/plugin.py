@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.localservices import (
-    DEFAULT_DATABASE_URL,
-    DEFAULT_REDIS_URL,
     PostgresCluster,
     RedisServer,
     postgres_answers,

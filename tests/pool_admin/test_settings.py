@@ -117,3 +117,14 @@ def test_logs_go_to_the_standard_error_of_the_moment(monkeypatch):
     finally:
         monkeypatch.undo()
         configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
+
+
+def test_settings_do_not_import_the_dev_servers_module():
+    """The settings' default URLs come from pool_admin.defaults: a web worker never loads
+    pool_admin.localservices (which starts servers, and imports psycopg and redis for it)."""
+    done = run_python(
+        "-c",
+        "import sys, pool_admin.settings; print('pool_admin.localservices' in sys.modules)",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
