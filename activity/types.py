@@ -285,6 +285,12 @@ class ExtractResult:
     proxies: tuple[ExtractedProxy, ...]
     requested: int
     replayed: bool = False
+    #: The pool generation the proxies come from (ADR-005: losing the store ends a generation,
+    #: and exclusivity does not carry over to the next one). An opaque ID that changes when the
+    #: store loses its data (a Redis restart or flush, an idle namespace that expired), so a
+    #: client can tell that proxies it holds came from an ended generation. Not part of the
+    #: result's value: two stores that hand out the same proxies give equal results.
+    generation: str = field(default="", compare=False)
 
     @property
     def returned(self) -> int:

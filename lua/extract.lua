@@ -12,7 +12,8 @@
 --          in ms), or "" for none: every call takes one call unit first, once (a replay and a
 --          conflict too; not this call's own retry); count more proxies must fit; the returned
 --          are charged
--- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON array], requested}}}
+-- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON array], requested},
+--          "generation": the pool generation (pool_generation, seeded by this call's nonce)}}
 -- Errors: quota_exceeded (reason calls or proxies) {retry_after_ms, left}: nothing changed but
 --         the call unit of a call refused for its proxies; idempotency_conflict,
 --         scan_budget_exhausted (never reported as "not enough"),
@@ -29,7 +30,8 @@ local quota = nil
 if ARGV[15] ~= '' then quota = cjson.decode(ARGV[15]) end
 
 local function reply(result_json, replayed)
-  return '{"ok":{"replayed":' .. tostring(replayed) .. ',"result":' .. result_json .. '}}'
+  return '{"ok":{"replayed":' .. tostring(replayed) .. ',"result":' .. result_json
+    .. ',"generation":"' .. pool_generation(nonce) .. '"}}'
 end
 
 -- Own retry: this call's low-level retry (same nonce) gets its first attempt's stored answer.

@@ -17,6 +17,7 @@ harness (how server time moves), never a skip inside a test.
 from activity.contract.concurrency import TestConcurrency
 from activity.contract.deadlines import TestDeadlines
 from activity.contract.extract import TestExtract, TestExtractInput
+from activity.contract.generation import TestGeneration
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
 from activity.contract.outcomes import TestOutcome, TestOutcomeInput
@@ -34,6 +35,7 @@ __all__ = [
     "TestDeadlines",
     "TestExtract",
     "TestExtractInput",
+    "TestGeneration",
     "TestHealth",
     "TestHealthInput",
     "TestOutcome",

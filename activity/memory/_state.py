@@ -11,6 +11,7 @@ leases, and the live session and runtime of a worker.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,7 +71,9 @@ class PoolState:
     tickets: dict[str, Ticket] = field(default_factory=dict)  # proxy ID -> its drain ticket
     worker_draining: dict[str, ZSet] = field(default_factory=dict)  # worker -> ticket epochs
     epoch: int = 0
-    generation: int = 0
+    generation: int = 0  # of worker sessions
+    #: The pool generation (ExtractResult.generation): a MemoryPool never loses its data.
+    pool_generation: str = field(default_factory=lambda: secrets.token_hex(8))
     sessions: dict[str, Session] = field(default_factory=dict)
     session_expiry: ZSet = field(default_factory=ZSet)
     runtime: dict[str, Runtime] = field(default_factory=dict)

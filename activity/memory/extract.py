@@ -55,7 +55,9 @@ class Extracts:
             if conflict is not None:
                 raise conflict
             if isinstance(stored, ExtractResult):  # a replay hands out no new proxy
-                return ExtractResult(stored.proxies, stored.requested, replayed=True)
+                return ExtractResult(
+                    stored.proxies, stored.requested, replayed=True, generation=s.pool_generation
+                )
             if quota is not None:  # count more must fit; only what is returned is charged
                 self._quota_room(prepared.client_id, quota, "proxies", now, prepared.count)
             s.clean_expired(now, s.options.clean_budget)
@@ -66,7 +68,7 @@ class Extracts:
                     rec.state = ProxyState.EXTRACTED
                     rec.extracted_by = prepared.client_id
                 proxies.append(_extracted(rec))
-            result = ExtractResult(tuple(proxies), prepared.count)
+            result = ExtractResult(tuple(proxies), prepared.count, generation=s.pool_generation)
             if quota is not None and proxies:
                 self._take_quota(prepared.client_id, quota, "proxies", now, len(proxies))
             if kind is not None and digest is not None:

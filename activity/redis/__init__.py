@@ -193,7 +193,12 @@ class RedisPool:
         )
         result = reply["result"]
         proxies = tuple(extracted(p) for p in as_list(result["proxies"]))
-        return ExtractResult(proxies, int(result["requested"]), replayed=bool(reply["replayed"]))
+        return ExtractResult(
+            proxies,
+            int(result["requested"]),
+            replayed=bool(reply["replayed"]),
+            generation=str(reply["generation"]),
+        )
 
     # ------------------------------------------------------------------ CallCounter
     def charge_call(self, client_id: str, quota: CallQuota) -> None:

@@ -275,6 +275,20 @@ end
 -- The server's clock, read once per operation as its "now" and never waited on: Valkey
 -- freezes TIME for the whole run of a script, so a loop on it would never end there
 -- (lua/README.md).
+-- The pool generation (ADR-005: losing Redis ends a generation): an ID kept in META, which
+-- lives as long as anything in the namespace, so it changes exactly when the namespace's data
+-- is lost (a restart, a flush, an idle namespace that expired). Made from `seed`, a fresh
+-- random hex string of the calling operation (extract's nonce), the first time it is asked for;
+-- a META made here outlives nothing (GRACE_MS) unless a write extends it to the horizon.
+local function pool_generation(seed)
+  local generation = redis.call('HGET', META, 'generation')
+  if generation then return generation end
+  generation = string.sub(seed, 1, 16)
+  redis.call('HSET', META, 'generation', generation)
+  if redis.call('PTTL', META) < 0 then redis.call('PEXPIRE', META, GRACE_MS) end
+  return generation
+end
+
 local function server_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -169,6 +169,7 @@ def perform_extract(
         raise
     else:
         event.update(outcome="ok", returned=result.returned, replayed=result.replayed)
+        event["generation"] = result.generation
         event["upstreams"] = sorted({p.upstream_id for p in result.proxies})
     finally:
         event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)

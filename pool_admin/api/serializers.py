@@ -144,6 +144,13 @@ class ExtractResponseSerializer(serializers.Serializer):  # type: ignore[type-ar
     requested = serializers.IntegerField()
     returned = serializers.IntegerField()
     replayed = serializers.BooleanField()
+    generation = serializers.CharField(
+        help_text=(
+            "The pool generation these proxies come from. It changes when the pool's Redis "
+            "loses its data (a restart): proxies held from an earlier generation may then be "
+            "handed to another client, since exclusivity does not carry over."
+        )
+    )
 
 
 def proxy_body(p: ExtractedProxy) -> dict[str, Any]:

@@ -124,6 +124,7 @@ def run_extract(
         "requested": result.requested,
         "returned": result.returned,
         "replayed": result.replayed,
+        "generation": result.generation,
     }
 
 

@@ -103,6 +103,6 @@ class Command(OperatorCommand):
             self.stdout.write(table(headers, rows))
         self.stdout.write(
             f"Extracted {result.returned} of {result.requested} for {client} "
-            f"({options['mode']})."
+            f"({options['mode']}, pool generation {result.generation})."
             + ("" if show or not rows else " Passwords masked: add --show-passwords.")
         )

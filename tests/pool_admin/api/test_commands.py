@@ -9,6 +9,7 @@ also checked through a real ``manage.py`` in a child process.
 from __future__ import annotations
 
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -211,6 +212,7 @@ def test_extract_command_masks_passwords_by_default(run, make_client, seed):
     assert code == 0
     assert PROXY_PASSWORD not in out and "********" in out
     assert "Extracted 2 of 2" in out and "--show-passwords" in out
+    assert re.search(r"pool generation [0-9a-f]{16}\)", out), out
     assert sum(pid in out for pid in ids) == 2
 
     filters = ["--region", "us", "--protocol", "http", "--upstream", "acme-us"]

@@ -1,0 +1,40 @@
+"""The pool generation in extract answers and usage events (docs/API.md, "When the pool's Redis
+restarts"); what a restart does to it is proven against a real restarted Redis in
+tests/activity/test_redis_generation.py."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from activity import ExtractRequest
+from pool_admin.api.usage import flush_usage, usage_lines
+from pool_admin.pool import get_pool
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+URL = "/api/v1/extract"
+
+
+def test_every_extract_answer_and_usage_event_names_the_pools_generation(
+    api, make_client, seed, caplog
+):
+    seed(n=3)
+    client = api(make_client().plaintext)
+    caplog.set_level(logging.INFO, logger="pool_admin.usage")
+    body = {"count": 1, "mode": "partial"}
+    first = client.post(URL, body, format="json", headers={"Idempotency-Key": "g-1"})
+    replay = client.post(URL, body, format="json", headers={"Idempotency-Key": "g-1"})
+    other = client.post(URL, {"count": 5, "mode": "partial"}, format="json")
+    assert first.status_code == replay.status_code == other.status_code == 200
+    pool_generation = get_pool().extract(ExtractRequest("probe", 1)).generation
+    assert first.json()["generation"] == pool_generation
+    assert replay.json()["replayed"] is True
+    assert replay.json()["generation"] == other.json()["generation"] == pool_generation
+
+    flush_usage()
+    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
+    events = [json.loads(line.removeprefix("usage ")) for line in usage]
+    assert [e["generation"] for e in events] == [pool_generation] * 3
