@@ -14,6 +14,13 @@ No test is rewritten for a new implementation; differences between backends are 
 harness (how server time moves), never a skip inside a test.
 """
 
+from activity.contract.boundaries import (
+    TestExtractBoundaries,
+    TestHealthBoundaries,
+    TestOwnershipBoundaries,
+    TestSweepBoundaries,
+    TestUpsertBoundaries,
+)
 from activity.contract.concurrency import TestConcurrency
 from activity.contract.deadlines import TestDeadlines
 from activity.contract.extract import TestExtract, TestExtractInput
@@ -33,19 +40,24 @@ __all__ = [
     "TestConcurrency",
     "TestDeadlines",
     "TestExtract",
+    "TestExtractBoundaries",
     "TestExtractInput",
     "TestHealth",
+    "TestHealthBoundaries",
     "TestHealthInput",
     "TestOutcome",
     "TestOutcomeInput",
     "TestOwnership",
+    "TestOwnershipBoundaries",
     "TestOwnershipInput",
     "TestQuota",
     "TestQuotaInput",
     "TestRuntimeInput",
     "TestSlots",
     "TestSweep",
+    "TestSweepBoundaries",
     "TestUpsert",
+    "TestUpsertBoundaries",
     "TestUpsertInput",
     "TestWorkerRuntime",
 ]
