@@ -29,6 +29,7 @@ from activity.contract.health import TestHealth, TestHealthInput
 from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
 from activity.contract.quota import TestQuota, TestQuotaInput
+from activity.contract.quota_bound import TestQuotaBound
 from activity.contract.runtime import TestRuntimeInput, TestWorkerRuntime
 from activity.contract.slots import TestSlots
 from activity.contract.sweep import TestSweep
@@ -51,6 +52,7 @@ __all__ = [
     "TestOwnershipBoundaries",
     "TestOwnershipInput",
     "TestQuota",
+    "TestQuotaBound",
     "TestQuotaInput",
     "TestRuntimeInput",
     "TestSlots",
