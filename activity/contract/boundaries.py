@@ -28,6 +28,8 @@ from activity.types import (
     OutcomeReport,
     PoolOptions,
     ProxyState,
+    RuntimeReport,
+    SnapshotRef,
 )
 
 MS = timedelta(milliseconds=1)
@@ -291,6 +293,23 @@ class TestOwnershipBoundaries:
         assert h.pool.upstream_inventory("u1").available_slots == 7
         h.advance(MS)
         assert h.pool.upstream_inventory("u1").available_slots == 3
+
+    def test_an_assigned_proxy_offers_slots_until_its_lease_ends(self, make_pool: PoolFactory):
+        """Slots: an assigned proxy counts while its lease runs (to its last ms) and a fresh
+        report at or past the assignment's epoch vouches for it."""
+        h = make_pool()
+        h.stock("p1", "p2", max_concurrency=4)
+        h.pool.open_session("w1", "s1", MIN)
+        h.pool.assign(h.now, "p1", "w1", 10 * SEC)
+        h.pool.assign(h.now, "p2", "w1", 10 * SEC + MS)
+        view = h.pool.worker_assignments("w1", 10)  # its epoch is p2's assignment's
+        h.pool.issue_snapshot("w1", "s1", SnapshotRef(1, view.epoch, "c"), ["p1", "p2"])
+        h.pool.acknowledge_snapshot("w1", "s1", 1)
+        h.pool.write_report(RuntimeReport("w1", "s1", 1, 1, view.epoch, ()))
+        h.advance(10 * SEC - MS)
+        assert h.pool.upstream_inventory("u1").available_slots == 8
+        h.advance(MS)
+        assert h.pool.upstream_inventory("u1").available_slots == 4
 
 
 class TestSweepBoundaries:
