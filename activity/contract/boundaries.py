@@ -5,6 +5,8 @@ quarantine, a health check's age) or a count against a limit is pinned here one 
 one member) on each side of its edge, so an implementation that is off by one at the edge fails
 a vector instead of passing every test. The side is the ADR's where it says one ("当前时间早于
 usableUntil": usable strictly before ``usable_until``), docs/activity-pool.md's otherwise.
+Worker session and report TTLs are not pinned here: they run on the store's own clock (Redis:
+real time), which no vector can stop one millisecond before an edge.
 """
 
 from __future__ import annotations
