@@ -33,6 +33,7 @@ from activity.types import CallQuota
 
 MS = timedelta(milliseconds=1)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+STOCK = 120
 
 
 def epoch_ms(h: PoolHarness) -> int:
@@ -131,6 +132,8 @@ def _run(h: PoolHarness, quota: CallQuota, steps: Iterable[tuple[int, str, int]]
         proxies.add(now, got)
     calls.check()
     proxies.check()
+    # A refused call took nothing: the stock is down by exactly what was handed out.
+    assert h.pool.inventory("u1") == STOCK - len(proxies.times)
 
 
 class TestQuotaBound:
@@ -145,7 +148,7 @@ class TestQuotaBound:
         over any call times (see the module docstring)."""
         quota, steps = history
         h = make_pool()
-        h.stock(*[f"p{i}" for i in range(120)], ttl=timedelta(hours=1))
+        h.stock(*[f"p{i}" for i in range(STOCK)], ttl=timedelta(hours=1))
         _run(h, quota, steps)
 
     def test_the_sliding_bound_is_reached(self, make_pool: PoolFactory):
