@@ -313,6 +313,21 @@ class TestOwnershipBoundaries:
         h.advance(MS)
         assert h.pool.upstream_inventory("u1").available_slots == 4
 
+    def test_a_snapshot_binds_up_to_scan_budget_pending_tickets(self, make_pool: PoolFactory):
+        """Worker 运行态: issue_snapshot reads every pending drain ticket of the worker; up to
+        scan_budget of them it can, one more fails closed."""
+        h = make_pool(options=PoolOptions(scan_budget=3))
+        h.stock("p1", "p2", "p3", "p4")
+        h.pool.open_session("w1", "s1", MIN)
+        for pid in ("p1", "p2", "p3"):
+            h.pool.begin_drain(pid, "w1", h.pool.assign(h.now, pid, "w1", MIN).epoch)
+        epoch = h.pool.worker_assignments("w1", 10).epoch
+        assert h.pool.issue_snapshot("w1", "s1", SnapshotRef(1, epoch, "c1"), []) == 3
+        h.pool.begin_drain("p4", "w1", h.pool.assign(h.now, "p4", "w1", MIN).epoch)
+        epoch = h.pool.worker_assignments("w1", 10).epoch
+        with pytest.raises(ScanBudgetExhausted):
+            h.pool.issue_snapshot("w1", "s1", SnapshotRef(2, epoch, "c2"), [])
+
 
 class TestSweepBoundaries:
     def test_exactly_limit_due_is_complete(self, make_pool: PoolFactory):
