@@ -26,6 +26,7 @@ from activity.contract.deadlines import TestDeadlines
 from activity.contract.extract import TestExtract, TestExtractInput
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
+from activity.contract.input_caps import TestInputCaps
 from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
 from activity.contract.quota import TestQuota, TestQuotaInput
@@ -46,6 +47,7 @@ __all__ = [
     "TestHealth",
     "TestHealthBoundaries",
     "TestHealthInput",
+    "TestInputCaps",
     "TestOutcome",
     "TestOutcomeInput",
     "TestOwnership",
