@@ -171,6 +171,19 @@ class TestUpsertBoundaries:
         result = h.upsert([h.proxy("p1", region="x"), h.proxy("n2", unique_key="key-p2")])
         assert (result.inserted, result.cleaned) == (2, 3)
 
+    def test_expired_stock_is_cleaned_once_a_batch_would_go_one_over(self, make_pool):
+        """Upsert step 6: an upstream's own expired records are cleaned (beyond the bounded
+        clean) exactly when live inventory + batch would exceed max_size, so they never hold
+        a place; a batch that just fits cleans only the bounded one."""
+        h = make_pool(options=PoolOptions(clean_budget=1))
+        h.upsert([h.proxy(f"old{i}", ttl=MIN) for i in range(4)], max_size=4)
+        h.advance(MIN)  # four expired; each call's bounded clean takes one
+        fits = h.upsert([h.proxy("n1")], max_size=4)  # 3 still counted + 1 == 4
+        assert (fits.inserted, fits.over_capacity, fits.cleaned) == (1, 0, 1)
+        over = h.upsert([h.proxy("n2"), h.proxy("n3")], max_size=4)  # 2 + 1 + 2 == 5
+        assert (over.inserted, over.over_capacity, over.cleaned) == (2, 0, 1 + 2)
+        assert h.pool.inventory("u1") == 3
+
     def test_a_quarantine_ends_at_exactly_its_end(self, make_pool: PoolFactory):
         """Quarantine: a banned exit is refused until the ms before reported_at + quarantine,
         admitted at it; quarantine_of agrees."""
