@@ -37,3 +37,12 @@ class ManualClock:
         with self._lock:
             self._now += delta
             return self._now
+
+    def rewind(self, delta: timedelta) -> datetime:
+        """Move the clock back, as a host's clock does when NTP corrects it (``advance``
+        refuses that, so a test that means it says so)."""
+        if delta < timedelta(0):
+            raise ValueError("rewind takes a positive delta")
+        with self._lock:
+            self._now -= delta
+            return self._now

@@ -14,15 +14,24 @@ No test is rewritten for a new implementation; differences between backends are 
 harness (how server time moves), never a skip inside a test.
 """
 
+from activity.contract.boundaries import (
+    TestExtractBoundaries,
+    TestHealthBoundaries,
+    TestOwnershipBoundaries,
+    TestSweepBoundaries,
+    TestUpsertBoundaries,
+)
 from activity.contract.concurrency import TestConcurrency
 from activity.contract.deadlines import TestDeadlines
 from activity.contract.extract import TestExtract, TestExtractInput
 from activity.contract.generation import TestGeneration
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
+from activity.contract.input_caps import TestInputCaps
 from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
 from activity.contract.quota import TestQuota, TestQuotaInput
+from activity.contract.quota_bound import TestQuotaBound
 from activity.contract.runtime import TestRuntimeInput, TestWorkerRuntime
 from activity.contract.slots import TestSlots
 from activity.contract.sweep import TestSweep
@@ -34,20 +43,27 @@ __all__ = [
     "TestConcurrency",
     "TestDeadlines",
     "TestExtract",
+    "TestExtractBoundaries",
     "TestExtractInput",
     "TestGeneration",
     "TestHealth",
+    "TestHealthBoundaries",
     "TestHealthInput",
+    "TestInputCaps",
     "TestOutcome",
     "TestOutcomeInput",
     "TestOwnership",
+    "TestOwnershipBoundaries",
     "TestOwnershipInput",
     "TestQuota",
+    "TestQuotaBound",
     "TestQuotaInput",
     "TestRuntimeInput",
     "TestSlots",
     "TestSweep",
+    "TestSweepBoundaries",
     "TestUpsert",
+    "TestUpsertBoundaries",
     "TestUpsertInput",
     "TestWorkerRuntime",
 ]

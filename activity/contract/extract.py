@@ -2,22 +2,69 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 
-from activity.contract.harness import PoolFactory, ids
+from activity.contract.harness import PoolFactory, PoolHarness, ids
 from activity.errors import (
     IdempotencyConflict,
     InsufficientInventory,
     InvalidRequest,
     ScanBudgetExhausted,
 )
-from activity.types import ExtractFilters, ExtractMode, ExtractRequest, PoolOptions
+from activity.types import ExtractFilters, ExtractMode, ExtractRequest, PoolOptions, ProxyState
 
 SEC = timedelta(seconds=1)
 MIN = timedelta(minutes=1)
 AON = ExtractMode.ALL_OR_NOTHING
+
+
+def _health(state: ProxyState) -> Callable[[PoolHarness, list[str]], None]:
+    def depart(h: PoolHarness, leave: list[str]) -> None:
+        h.mark(leave, state)
+
+    return depart
+
+
+def _extracted(h: PoolHarness, leave: list[str]) -> None:
+    # "de*" sort before "us*" at the same usable_until: the unfiltered scan takes them first.
+    assert sorted(ids(h.take(5)) + ids(h.take(1))) == leave
+
+
+def _assigned(h: PoolHarness, leave: list[str]) -> None:
+    for pid in leave:
+        h.pool.assign(h.now, pid, "w1", MIN)
+
+
+def _drained(h: PoolHarness, leave: list[str]) -> None:
+    for pid in leave:
+        h.pool.begin_drain(pid, "w1", h.pool.assign(h.now, pid, "w1", MIN).epoch)
+
+
+def _expired(h: PoolHarness, leave: list[str]) -> None:
+    h.advance(MIN)  # their hard expiry; the ten that stay live ten minutes
+
+
+def _relabelled(h: PoolHarness, leave: list[str]) -> str:
+    h.upsert([h.proxy(pid, region="fr", ttl=MIN) for pid in leave])
+    return "fr"
+
+
+#: Ways a proxy stops being an AVAILABLE, unowned "de" proxy; each returns the region it is
+#: still AVAILABLE under, if any.
+_DEPARTURES: dict[str, Callable[[PoolHarness, list[str]], str | None]] = {
+    "unhealthy": _health(ProxyState.UNHEALTHY),
+    "suspect": _health(ProxyState.SUSPECT),
+    "checking": _health(ProxyState.CHECKING),
+    "removed": _health(ProxyState.REMOVED),
+    "extracted": _extracted,
+    "assigned": _assigned,
+    "draining": _drained,
+    "expired": _expired,
+    "relabelled": _relabelled,
+}
 
 
 class TestExtract:
@@ -127,6 +174,19 @@ class TestExtract:
         assert h.take(5, reserve_for_gateway=2).returned == 0
         assert h.pool.inventory("u1") == 2
         assert h.take(5).returned == 2
+
+    def test_the_scan_looks_past_count_for_the_reserve(self, make_pool: PoolFactory):
+        """独占提取 step 4: the scan collects count + reserve matches, not just count."""
+        h = make_pool()
+        h.stock(*[f"p{i}" for i in range(5)])
+        assert h.take(1, reserve_for_gateway=2).returned == 1
+        # Four left, exactly count + reserve: all or nothing still gets its count.
+        assert h.take(2, mode=AON, reserve_for_gateway=2).returned == 2
+        # Two left, one short of count + reserve.
+        assert h.take(1, reserve_for_gateway=2).returned == 0
+        with pytest.raises(InsufficientInventory):
+            h.take(1, mode=AON, reserve_for_gateway=2)
+        assert h.pool.inventory("u1") == 2
 
     def test_reserve_counts_only_matching_proxies(self, make_pool: PoolFactory):
         """独占提取 step 4: the reserve is of proxies matching this request's filters."""
@@ -245,6 +305,31 @@ class TestExtract:
         h.stock(*[f"p{i}" for i in range(4)])
         # All five are in the index and all five are read; one fails the freshness re-check.
         assert h.take(5, max_health_age=10 * SEC).returned == 4
+
+    @pytest.mark.parametrize("departure", sorted(_DEPARTURES))
+    def test_a_proxy_leaving_available_leaves_every_index(self, make_pool: PoolFactory, departure):
+        """健康状态 / 独占提取: only AVAILABLE, unowned proxies are in the AVAILABLE indexes.
+
+        A member left behind in one filter index changes no result (extract re-checks every
+        candidate) but eats the scan budget: here the six that left would make a budget of
+        five report ScanBudgetExhausted instead of the empty answer.
+        """
+        h = make_pool(options=PoolOptions(scan_budget=5))
+        stay = h.stock(*[f"us{i}" for i in range(10)], region="us")
+        leave = h.stock(*[f"de{i}" for i in range(6)], region="de", ttl=MIN)
+        moved_to = _DEPARTURES[departure](h, leave)
+        assert h.take(1, region="de").proxies == ()
+        expected = {("region", "us"): len(stay), ("region", "de"): 0}
+        expected.update({(dim, value): len(stay) for dim, value in
+                         [("available", ""), ("upstream", "u1"), ("protocol", "http"),
+                          ("carrier", "att")]})  # fmt: skip
+        if moved_to is not None:  # still AVAILABLE, under another region
+            expected[("region", moved_to)] = len(leave)
+            for name in [("available", ""), ("upstream", "u1"), ("protocol", "http"),
+                         ("carrier", "att")]:  # fmt: skip
+                expected[name] += len(leave)
+        sizes = {name: h.index_size(*name) for name in expected}
+        assert sizes == expected
 
     def test_owned_proxies_are_not_extracted(self, make_pool: PoolFactory):
         """独占提取 step 3 / Worker 所有权: an assigned proxy is never handed to a client."""

@@ -33,6 +33,10 @@ class PoolHarness:
     #: Moves the store's own clock (session and report TTLs). MemoryPool: a manual clock;
     #: Redis: real time passes (the harness gives such tests short TTLs).
     advance_server: Callable[[timedelta], None]
+    #: Members of one AVAILABLE index, read from the store itself (for the vectors that check
+    #: what the ADR says an index holds): ``index_size("region", "us")``,
+    #: ``index_size("available", "")``. Test-facing only; no port exposes it.
+    index_size: Callable[[str, str], int]
     _serial: list[int] = field(default_factory=lambda: [0])
 
     @property

@@ -79,6 +79,30 @@ class TestSlots:
         assert inv.available_slots == 0
         assert inv.managed == 2
 
+    @pytest.mark.parametrize("departure", ["unhealthy", "draining", "expired"])
+    def test_an_assigned_proxy_leaving_available_offers_nothing(self, make_pool, departure):
+        """Slots: "只统计 ... 状态为 AVAILABLE": an assigned proxy that stops being AVAILABLE (or
+        starts draining, or reaches its hard expiry) leaves the upstream's assigned index,
+        even while the worker's fresh report still vouches for it."""
+        h = make_pool()
+        h.stock("p1", max_concurrency=4, ttl=MIN)
+        h.stock("p2", max_concurrency=3, ttl=10 * MIN)
+        h.pool.open_session("w1", "s1", 10 * MIN)
+        a1 = h.pool.assign(h.now, "p1", "w1", 10 * MIN)
+        h.pool.assign(h.now, "p2", "w1", 10 * MIN)
+        view = h.pool.worker_assignments("w1", 10)
+        h.pool.issue_snapshot("w1", "s1", SnapshotRef(1, view.epoch, "c"), ["p1", "p2"])
+        h.pool.acknowledge_snapshot("w1", "s1", 1)
+        h.pool.write_report(RuntimeReport("w1", "s1", 1, 1, view.epoch, ()))
+        assert h.pool.upstream_inventory("u1").available_slots == 4 + 3
+        if departure == "unhealthy":
+            h.mark(["p1"], ProxyState.UNHEALTHY)
+        elif departure == "draining":
+            h.pool.begin_drain("p1", "w1", a1.epoch)
+        else:
+            h.advance(MIN)
+        assert h.pool.upstream_inventory("u1").available_slots == 3
+
     def test_fails_closed_over_the_scan_budget(self, make_pool: PoolFactory):
         """Slots: more index members than one scan may read -> error, never an approximation."""
         h = make_pool(options=PoolOptions(scan_budget=3))

@@ -21,7 +21,9 @@ def _memory_factory(request: pytest.FixtureRequest) -> Callable[..., PoolHarness
         credentials = StaticCredentials()
         options = options or PoolOptions()
         pool = MemoryPool(options, clock=clock, server_clock=server_clock, credentials=credentials)
-        return PoolHarness(pool, clock, credentials, options, server_clock.advance)
+        return PoolHarness(
+            pool, clock, credentials, options, server_clock.advance, _memory_index_size(pool)
+        )
 
     return make
 
@@ -41,9 +43,28 @@ def _redis_factory(request: pytest.FixtureRequest) -> Callable[..., PoolHarness]
         pool = RedisPool(client, options, clock=clock, credentials=credentials)
         request.addfinalizer(pool.close)  # its own connections (the client's are closed above)
         # Session and report TTLs run on the server's clock: real time has to pass.
-        return PoolHarness(pool, clock, credentials, options, _sleep)
+        return PoolHarness(
+            pool, clock, credentials, options, _sleep, _redis_index_size(client, prefix)
+        )
 
     return make
+
+
+def _memory_index_size(pool: MemoryPool) -> Callable[[str, str], int]:
+    # MemoryPool keeps its AVAILABLE indexes as (dimension, value) -> ZSet, "" for `available`.
+    def size(dimension: str, value: str) -> int:
+        return len(pool._state.indexes.get((dimension, value)) or ())
+
+    return size
+
+
+def _redis_index_size(client: redis.Redis, prefix: str) -> Callable[[str, str], int]:
+    # The ADR's key space: <prefix>:{activity}:available, <prefix>:{activity}:region:<value>, ...
+    def size(dimension: str, value: str) -> int:
+        name = "available" if dimension == "available" else f"{dimension}:{value}"
+        return int(client.zcard(f"{prefix}:{{activity}}:{name}"))
+
+    return size
 
 
 def _sleep(delta: timedelta) -> None:
