@@ -23,15 +23,13 @@ from activity.redis._codec import (
     as_list,
     assignment,
     candidate,
-    drain_ticket,
     extracted,
     quota_arg,
-    runtime_view,
-    session,
     static_record,
 )
 from activity.redis._scripts import Scripts
 from activity.redis._transport import bounded_client
+from activity.redis._workers import WorkerCalls, lease_ms
 from activity.types import (
     Assignment,
     CallQuota,
@@ -86,6 +84,7 @@ class RedisPool:
         # stays atomic if the deployment ever moves to Cluster single-slot.
         self._ns = f"{self.options.prefix}:{{activity}}:"
         self._scripts = Scripts(self._client, self._ns + "meta")
+        self._workers = WorkerCalls(self._scripts, self.options)
 
     def _now(self) -> int:
         return v.aware_ms(self._clock.now(), "clock")
@@ -207,7 +206,7 @@ class RedisPool:
 
     # ------------------------------------------------------------------ OwnershipRepository
     def _lease_ms(self, ttl: object) -> int:
-        return v.duration_ms(ttl, "ttl", minimum=1, maximum=span_ms(self.options.max_lease_ttl))
+        return lease_ms(ttl, self.options)
 
     def _owner_args(self, proxy_id: str, worker_id: str, epoch: int) -> None:
         v.text(proxy_id, "proxy_id", self.options)
@@ -257,77 +256,30 @@ class RedisPool:
         n = v.limit(limit, self.options)
         return [assignment(a) for a in as_list(self._scripts.call("expire", now_ms, n))]
 
-    # ------------------------------------------------------------------ sessions
+    # ------------------------------------------------------------------ SessionWriter,
+    # ControlStore, ReportWriter, RuntimeReader: activity/redis/_workers.py
     def open_session(self, worker_id: str, session_id: str, ttl: timedelta) -> WorkerSession:
-        v.text(worker_id, "worker_id", self.options)
-        v.text(session_id, "session_id", self.options)
-        ttl_ms = self._lease_ms(ttl)
-        reply = self._scripts.call("open_session", worker_id, session_id, ttl_ms)
-        return session(worker_id, reply)
+        return self._workers.open_session(worker_id, session_id, ttl)
 
-    # ------------------------------------------------------------------ ControlStore
     def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
-        v.text(worker_id, "worker_id", self.options)
-        n = v.count(limit, "limit", low=1, high=self.options.max_report_entries)
-        reply = self._scripts.call("worker_assignments", worker_id, n)
-        items = tuple(assignment(a) for a in as_list(reply["assignments"]))
-        return WorkerAssignments(int(reply["epoch"]), items, bool(reply["complete"]))
+        return self._workers.worker_assignments(worker_id, limit)
 
     def issue_snapshot(
         self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]
     ) -> int:
-        v.snapshot_ref(ref, self.options)
-        included = v.proxy_ids(proxy_ids, self.options, "proxy_ids")
-        v.text(worker_id, "worker_id", self.options)
-        v.text(session_id, "session_id", self.options)
-        reply = self._scripts.call(
-            "issue_snapshot",
-            worker_id,
-            session_id,
-            {"v": ref.version, "e": ref.epoch, "c": ref.checksum},
-            sorted(included),
-            self.options.scan_budget,
-        )
-        return int(reply)
+        return self._workers.issue_snapshot(worker_id, session_id, ref, proxy_ids)
 
     def acknowledge_snapshot(self, worker_id: str, session_id: str, version: int) -> WorkerSession:
-        v.count(version, "version", low=1, high=v.MAX_COUNTER)
-        v.text(worker_id, "worker_id", self.options)
-        v.text(session_id, "session_id", self.options)
-        reply = self._scripts.call("acknowledge_snapshot", worker_id, session_id, version)
-        return session(worker_id, reply)
+        return self._workers.acknowledge_snapshot(worker_id, session_id, version)
 
     def drain_tickets(self, worker_id: str, limit: int) -> list[DrainTicket]:
-        v.text(worker_id, "worker_id", self.options)
-        n = v.limit(limit, self.options)
-        return [drain_ticket(t) for t in as_list(self._scripts.call("drain_tickets", worker_id, n))]
+        return self._workers.drain_tickets(worker_id, limit)
 
-    # ------------------------------------------------------------------ reports
     def write_report(self, report: RuntimeReport) -> ReportResult:
-        prepared = v.prepare_report(report, self.options)
-        body = {
-            "w": report.worker_id,
-            "sid": report.session_id,
-            "seq": report.sequence,
-            "sv": report.snapshot_version,
-            "ep": report.epoch,
-            "en": [[e.proxy_id, e.epoch, e.active, e.reserved, e.draining] for e in report.entries],
-        }
-        reply = self._scripts.call(
-            "write_report",
-            body,
-            prepared.body_digest,
-            span_ms(self.options.report_ttl),
-            self.options.scan_budget,
-        )
-        return ReportResult(
-            replayed=bool(reply["replayed"]), released=tuple(as_list(reply["released"]))
-        )
+        return self._workers.write_report(report)
 
     def read_runtime(self, worker_id: str) -> RuntimeView | None:
-        v.text(worker_id, "worker_id", self.options)
-        reply = self._scripts.call("read_runtime", worker_id)
-        return None if reply is None else runtime_view(worker_id, reply)
+        return self._workers.read_runtime(worker_id)
 
     # ------------------------------------------------------------------ SlotsReader
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:
