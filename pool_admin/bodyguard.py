@@ -14,7 +14,7 @@ application's thread goes back to serving others. A read in progress cannot be i
 client finishes the body or goes away. Abandoned readers are counted and bounded
 (``max_stalled``); past the bound, requests with a body are refused at once with 503 instead of
 starting another thread. Why this and not granian's RSGI interface or a front server:
-HANDOFF-hardening.md (DECISIONS) and ``bench/slow_bodies.py``.
+docs/DECISIONS.md (2026-12-01); figures: ``bench/slow_bodies.py``, docs/PERFORMANCE.md.
 
 Bodies over ``max_body`` are not read here: the application refuses them from the declared
 length alone (Django's ``RequestDataTooBig``, the API's 413) without reading, and a response

@@ -227,7 +227,7 @@ def web_command(bind: str, workers: int | None = None) -> list[str]:
     overrides it), each taking requests on up to ``WEB_REQUEST_THREADS`` threads and running the
     app on ``WEB_THREADS`` of them at a time (one runs while the other waits on Redis or
     PostgreSQL), HTTP keep-alive on, access log on. Why granian and not
-    gunicorn: README, "Web server".
+    gunicorn: docs/DECISIONS.md (2026-11-30).
     """
     host, _, port = bind.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104  (":8000": every interface)

@@ -5,8 +5,8 @@ owners, drain tickets, sessions, runtime, replays, outcomes, quarantine, quota c
 implementations scan the same members in the same order and the differential test can demand
 identical answers. The methods here are the ones more than one port family needs: the clocks,
 the bookkeeping that keeps counters and indexes derived from the records (``tracking``, the
-Python twin of lib.lua's ``track_begin``/``track_end``), deletion and bounded cleaning, replays,
-leases, and the live session and runtime of a worker.
+Python twin of lua/lib/records.lua's ``track_begin``/``track_end``), deletion and bounded
+cleaning, replays, leases, and the live session and runtime of a worker.
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ local function drop_owner(pid)
   return owner
 end
 
--- Returns rec, owner or nil plus an error reply (memory.py `_owner_checked`).
+-- Returns rec, owner or nil plus an error reply (`Ownership._owner_checked` in
+-- activity/memory/ownership.py).
 local function owner_checked(pid, w, epoch)
   local rec, owner = get_rec(pid), get_owner(pid)
   if not rec then return nil, nil, fail('ownership_conflict', 'not_found') end
@@ -49,7 +50,7 @@ local function release(pid)
   track_end(pid, t, rec.u, rec, nil)
 end
 
--- The drain barrier, read from stored state only (memory.py `_drain_status`).
+-- The drain barrier, read from stored state only (activity/memory/ownership.py `_drain_status`).
 -- `known` may carry the live session and fresh runtime a caller already holds (write_report
 -- checks every pending ticket of a worker: decoding them once keeps that linear).
 local function drain_status(pid, w, stated_idle, snow, known)

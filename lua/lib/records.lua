@@ -1,7 +1,7 @@
 -- lib/records.lua: a proxy's record as the operations read and write it, and what is derived
 -- from it: the index keys it sits in, the inventory/managed flags, and the track_begin/track_end
 -- bracket that keeps counters and index membership in step with every change of a record
--- (MemoryPool: the state's `_tracking`). Used by every family below.
+-- (MemoryPool: `PoolState.tracking`, activity/memory/_state.py). Used by every family below.
 
 local TERMINAL = {extracted = true, removed = true}
 local MANAGED = {fetched = true, checking = true, available = true, suspect = true, draining = true}
@@ -43,7 +43,8 @@ local function flags(rec, owner)
 end
 
 -- Every state, ownership or expiry change of a proxy is bracketed by track_begin/track_end,
--- so counters and index membership stay derived from the record (memory.py `_tracking`).
+-- so counters and index membership stay derived from the record (`PoolState.tracking` in
+-- activity/memory/_state.py).
 local function track_begin(pid, rec, owner)
   local inv, man = flags(rec, owner)
   -- Remove it from exactly where track_end put it: the AVAILABLE indexes when it is AVAILABLE

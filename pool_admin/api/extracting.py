@@ -30,7 +30,7 @@ from pool_admin.api.usage import emit_usage
 from pool_admin.pool import get_pool
 
 IDEMPOTENCY_KEY_MAX = POOL_BOUNDS.max_text  # what the pool takes as a key
-#: Visible ASCII, no spaces (what the pool accepts: activity/_validation.py ``text``).
+#: Visible ASCII, no spaces (what the pool accepts: activity/_validation/common.py ``text``).
 IDEMPOTENCY_KEY_PATTERN = rf"^[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}$"
 _IDEMPOTENCY_KEY = re.compile(rf"[!-~]{{1,{IDEMPOTENCY_KEY_MAX}}}")
 

@@ -20,8 +20,8 @@ units would fit if nobody else took anything, from the pool's exact millisecond.
 
 The pool's keys name the client by its ID (the ``ApiClient`` name) and the limit, never by an
 API key; a changed limit starts a fresh count. Windows follow the pool's clock. A Redis error
-propagates (503 ``store_unavailable``): no limit check, no extract. Why the limits live in the
-pool: README, "Rate limits".
+propagates (503 ``store_unavailable``): no limit check, no extract. The limits as clients see
+them: docs/API.md, "Rate limits"; why they live in the pool: docs/DECISIONS.md (2026-11-30).
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ class OneLineParser(CommandParser):
     """A ``CommandParser`` whose argument errors on the command line are one line and status 1.
 
     argparse would print the whole usage block and exit with 2; an operator command promises one
-    line (README, Operator commands). From ``call_command`` an error is still Django's
-    ``CommandError("Error: ...")``. ``--help`` and ``--version`` are unchanged.
+    line (docs/OPERATIONS.md, Operator commands). From ``call_command`` an error is still
+    Django's ``CommandError("Error: ...")``. ``--help`` and ``--version`` are unchanged.
     """
 
     def error(self, message: str) -> NoReturn:
