@@ -74,7 +74,7 @@ def comparable(response):
         ([1, 2], 400),
     ],
 )
-def test_direct_and_django_answer_alike(make_client, seed, extracts_run_by_fast, body, status):
+def test_fast_and_django_answer_alike(make_client, seed, extracts_run_by_fast, body, status):
     seed(n=20)
     first, django = clients(make_client(max_count_per_request=60, proxies_per_minute=40).plaintext)
     assert first.post(URL, ORDINARY, format="json").status_code == 200
