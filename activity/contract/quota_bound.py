@@ -1,7 +1,8 @@
 """Contract: the bound a ``CallQuota`` limit guarantees, over adversarial call times.
 
-A limit of ``L`` units per ``W`` ms is a two-window counter (activity/_quota.py, lua/lib.lua
-``quota_take``), not an exact sliding log. What it guarantees, for the times a counter counts:
+A limit of ``L`` units per ``W`` ms is a two-window counter (activity/_quota.py,
+lua/lib/extract_quota.lua ``quota_take``), not an exact sliding log. What it guarantees, for
+the times a counter counts:
 
 * at most ``L`` units in any aligned window ``[kW, (k + 1)W)``;
 * at most ``2L - floor(2L / W)`` units in any ``W`` ms (sliding), i.e. twice the limit

@@ -276,8 +276,9 @@ end
 -- freezes TIME for the whole run of a script, so a loop on it would never end there
 -- (lua/README.md).
 -- The pool generation (ADR-005: losing Redis ends a generation): an ID kept in META, which
--- lives as long as anything in the namespace, so it changes exactly when the namespace's data
--- is lost (a restart, a flush, an idle namespace that expired). Made from `seed`, a fresh
+-- lives as long as any proxy record (its TTL reaches the horizon), so it changes when the
+-- namespace's records are lost (a restart of a Redis without persistence, a flush, an idle
+-- namespace that expired). Made from `seed`, a fresh
 -- random hex string of the calling operation (extract's nonce), the first time it is asked for;
 -- a META made here outlives nothing (GRACE_MS) unless a write extends it to the horizon.
 local function pool_generation(seed)

@@ -9,7 +9,7 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 from activity import ExtractedProxy, ExtractMode, PoolOptions
-from activity.types import PROTOCOLS
+from activity.types import LABEL_MAX_LENGTH, LABEL_PATTERN, PROTOCOLS
 
 #: The pool's bounds, as the API's pool has them (pool_admin/pool.py leaves them at their
 #: defaults): the API refuses what the pool would, with the API's own field errors.
@@ -18,7 +18,7 @@ POOL_BOUNDS = PoolOptions()
 MAX_COUNT = POOL_BOUNDS.max_extract_count
 #: Longest min_remaining_s: the pool believes no provider TTL longer than this.
 MAX_REMAINING_S = int(POOL_BOUNDS.max_proxy_ttl.total_seconds())
-LABEL_REGEX = r"\A[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}\Z"
+LABEL_REGEX = rf"\A{LABEL_PATTERN}\Z"
 
 
 class StrictSerializer(serializers.Serializer):  # type: ignore[type-arg]
@@ -50,7 +50,11 @@ class StrictSerializerSchema(OpenApiSerializerExtension):
 
 def _label(help_text: str) -> serializers.RegexField:
     return serializers.RegexField(
-        LABEL_REGEX, required=False, allow_null=True, max_length=64, help_text=help_text
+        LABEL_REGEX,
+        required=False,
+        allow_null=True,
+        max_length=LABEL_MAX_LENGTH,
+        help_text=help_text,
     )
 
 
