@@ -23,11 +23,3 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
     headers = [("Content-Type", "application/json"), ("Content-Length", str(len(BODY)))]
     start_response("200 OK", headers)
     return [BODY]
-
-
-def guarded_application() -> Callable[..., Iterable[bytes]]:
-    """``application`` behind the body deadline the project's web server puts in front of its
-    own (``pool_admin.bodyguard``): the factory bench/web_floor.py serves."""
-    from pool_admin.bodyguard import BodyDeadline
-
-    return BodyDeadline(application, max_body=2_621_440, concurrency=2)

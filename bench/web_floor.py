@@ -4,12 +4,11 @@ round trips, can serve on this machine.
     .venv/bin/python bench/web_floor.py [--seconds 8] [--clients 32] [--calls 0,1,2]
 
 For each ``--calls`` value it runs granian exactly as ``make run`` runs the project
-(``pool_admin.launcher.web_command``: workers, threads, keep-alive, access log, the body
-deadline of ``pool_admin/bodyguard.py``) but serving ``bench/floor_app.py``, which answers
-after that many trivial EVALSHA calls through redis-py to a private ``redis-server``; wrk (one
-thread, ``--clients`` connections) sends the extract benchmark's request. It prints requests/s,
-latency and the CPU milliseconds per request of the web server, redis-server and wrk, as
-bench/api.py does. Needs ``wrk``. Not part of ``make test``.
+(``pool_admin.launcher.web_command``: workers, threads, keep-alive, access log) but serving
+``bench/floor_app.py``, which answers after that many trivial EVALSHA calls through redis-py to
+a private ``redis-server``; wrk (one thread, ``--clients`` connections) sends the extract
+benchmark's request. It prints requests/s, latency and the CPU milliseconds per request of the
+web server, redis-server and wrk, as bench/api.py does. Needs ``wrk``. Not part of ``make test``.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ def main() -> int:
         for calls in [int(c) for c in args.calls.split(",")]:
             port = free_port()
             argv = web_command(f"127.0.0.1:{port}")
-            argv[argv.index(WEB_APPLICATION)] = "floor_app:guarded_application"
+            argv[argv.index(WEB_APPLICATION)] = "floor_app:application"
             env = {**os.environ, "FLOOR_CALLS": str(calls), "FLOOR_REDIS_URL": server.url}
             web = subprocess.Popen(
                 argv, cwd=ROOT / "bench", env=env, stdout=subprocess.DEVNULL,

@@ -208,34 +208,26 @@ WEB_GRACE_S = 10
 #: Threads per web worker running the app. Measured with bench/api.py at 32 clients: 1 thread
 #: ~1,390 requests/s, 2 threads ~1,490 (p99 40-44 ms), 4 ~1,550 but p99 up to 70 ms.
 WEB_THREADS = 2
-#: Threads per web worker that take requests: most only wait for a body to arrive (at most
-#: ``bodyguard.BODY_TIMEOUT_S``), and ``WEB_THREADS`` of them at a time run the app. They bound
-#: the requests a worker holds at once; granian starts them as needed and ends idle ones.
-WEB_REQUEST_THREADS = 256
-
-
-#: What granian serves (a factory, ``--factory``): the project's WSGI application behind
-#: ``pool_admin.bodyguard.BodyDeadline``, which answers 408 to a body that has not arrived
-#: within a few seconds instead of letting it hold an application thread.
-WEB_APPLICATION = "pool_admin.bodyguard:guarded_wsgi_application"
+#: What granian serves: Django's application with the extract endpoint's own application
+#: ahead of it (pool_admin/wsgi.py).
+WEB_APPLICATION = "pool_admin.wsgi:application"
 
 
 def web_command(bind: str, workers: int | None = None) -> list[str]:
     """The web server's command line: ``make run`` and ``bench/api.py`` both run exactly this.
 
     granian serving ``WEB_APPLICATION`` (WSGI), one worker process per core (``workers``
-    overrides it), each taking requests on up to ``WEB_REQUEST_THREADS`` threads and running the
-    app on ``WEB_THREADS`` of them at a time (one runs while the other waits on Redis or
-    PostgreSQL), HTTP keep-alive on, access log on. Why granian and not
+    overrides it), each running the app on ``WEB_THREADS`` Python threads (one runs while the
+    other waits on Redis or PostgreSQL), HTTP keep-alive on, access log on. Why granian and not
     gunicorn: docs/DECISIONS.md (2026-11-30).
     """
     host, _, port = bind.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104  (":8000": every interface)
     count = workers if workers is not None else os.cpu_count() or 1
     return [
-        sys.executable, "-m", "granian", "--interface", "wsgi", "--factory", WEB_APPLICATION,
+        sys.executable, "-m", "granian", "--interface", "wsgi", WEB_APPLICATION,
         "--host", host, "--port", port,
-        "--workers", str(count), "--blocking-threads", str(WEB_REQUEST_THREADS), "--no-ws",
+        "--workers", str(count), "--blocking-threads", str(WEB_THREADS), "--no-ws",
         "--workers-kill-timeout", str(WEB_GRACE_S), "--access-log",
     ]  # fmt: skip
 

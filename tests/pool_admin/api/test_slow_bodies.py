@@ -1,8 +1,14 @@
 """Slow request bodies against the real web server (``launcher.web_command``, as make run runs it).
 
 Clients that send their headers and then the body one byte a second must not hold the server's
-application threads: /healthz and a valid extract are still answered at once, and each stalled
-body gets a 408 within a few seconds (pool_admin/bodyguard.py).
+application threads: /healthz and a valid extract are still answered at once, each stalled body
+gets a 408 within a few seconds, and the server keeps answering while those clients stay
+connected after it (issue 11, item 9).
+
+Open: granian's WSGI interface cannot time out or cancel a body read, and a read still blocked
+when its request has been answered stops the whole worker (docs/DECISIONS.md, 2026-12-01, "a
+request body deadline inside the WSGI application: tried and withdrawn"). The test is a strict
+xfail until the web tier reads bodies where a read can be cancelled.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from pathlib import Path
 
 import pytest
 
-from pool_admin.bodyguard import BODY_TIMEOUT_S
 from pool_admin.launcher import WEB_THREADS, web_command
 from pool_admin.localservices import free_port
 from tests.harness.commands import database_url_of_test_db
@@ -32,6 +37,8 @@ WORKERS = 2
 STALLED = 4 * WORKERS * WEB_THREADS
 #: How long an ordinary request may take while the stalled bodies are open.
 ANSWER_BOUND_S = 2.0
+#: How long a body may take to arrive before its request is answered 408.
+BODY_TIMEOUT_S = 5.0
 
 
 @contextlib.contextmanager
@@ -111,10 +118,11 @@ class StalledBody:
         self.answered_after: float | None = None
 
     def trickle_and_read(self, until: float) -> None:
-        """Until ``until`` (monotonic): a byte a second, and whatever the server answers."""
+        """Until ``until`` (monotonic): a byte a second, and whatever the server answers; the
+        connection stays open after an answer, as a hostile client's would."""
         self.sock.settimeout(0.2)
         next_byte = time.monotonic() + 1
-        while time.monotonic() < until and self.answered_after is None:
+        while time.monotonic() < until:
             if time.monotonic() >= next_byte:
                 with contextlib.suppress(OSError):
                     self.sock.sendall(b"x")
@@ -126,8 +134,10 @@ class StalledBody:
             except OSError:
                 chunk = b""
             self.answer += chunk
-            if b"\r\n\r\n" in self.answer or not chunk:
+            if self.answered_after is None and (b"\r\n\r\n" in self.answer or not chunk):
                 self.answered_after = time.monotonic() - self.started
+            if not chunk:  # the server closed the connection
+                break
         self.sock.close()
 
     @property
@@ -152,6 +162,9 @@ def extract_head(key: str) -> bytes:
     )
 
 
+@pytest.mark.xfail(
+    strict=True, reason="issue 11 item 9 open: granian's WSGI body read cannot be cancelled"
+)
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_stalled_bodies_neither_stop_the_server_nor_stay_unanswered(
@@ -163,7 +176,7 @@ def test_stalled_bodies_neither_stop_the_server_nor_stay_unanswered(
         assert extract(base, key, timeout=10)[0] == 200  # warm: key verified, scripts loaded
         heads = [login_head(), extract_head(key)] * (STALLED // 2)
         stalled = [StalledBody(port, head) for head in heads]
-        until = time.monotonic() + BODY_TIMEOUT_S + 4
+        until = time.monotonic() + BODY_TIMEOUT_S + 6
         readers = [threading.Thread(target=s.trickle_and_read, args=(until,)) for s in stalled]
         for reader in readers:
             reader.start()
@@ -171,12 +184,17 @@ def test_stalled_bodies_neither_stop_the_server_nor_stay_unanswered(
 
         health = get(f"{base}/healthz", timeout=ANSWER_BOUND_S)
         served = extract(base, key, timeout=ANSWER_BOUND_S)
+        time.sleep(BODY_TIMEOUT_S + 1)  # every stalled body has had its 408 and stays connected
+        health_after = get(f"{base}/healthz", timeout=ANSWER_BOUND_S)
+        served_after = extract(base, key, timeout=ANSWER_BOUND_S)
 
         for reader in readers:
             reader.join()
 
     assert health[0] == 200, f"/healthz with {STALLED} stalled bodies open: {health}"
     assert served[0] == 200, f"an extract with {STALLED} stalled bodies open: {served}"
+    assert health_after[0] == 200, f"/healthz after the 408s, clients connected: {health_after}"
+    assert served_after[0] == 200, f"an extract after the 408s: {served_after}"
     statuses = [s.status for s in stalled]
     assert statuses == [408] * STALLED, statuses
     slowest = max(s.answered_after or 0.0 for s in stalled)
