@@ -239,6 +239,23 @@ def wait_serving(base: str, proc: subprocess.Popen[bytes], timeout: float = 30.0
     raise RuntimeError(f"the web server did not answer within {timeout} s")
 
 
+def start_web(
+    env: dict[str, str], log_dir: Path, workers: int | None = None
+) -> tuple[subprocess.Popen[bytes], str, list[str]]:
+    """The web server as ``make run`` runs it, on a free port, logging to ``log_dir/web.log``,
+    serving once this returns: (process, base URL, command line)."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    argv = web_command(f"127.0.0.1:{port}", workers)
+    with (log_dir / "web.log").open("wb") as log:  # the child keeps its own descriptor
+        web = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    wait_serving(base, web)
+    return web, base, argv
+
+
 def stop_web(web: subprocess.Popen[bytes]) -> None:
     """SIGTERM to the web server's process group, SIGKILL if it is still there after 20 s."""
     if web.poll() is None:
@@ -335,15 +352,7 @@ def run(
             key = create_client(client_name)
             created_client = True
 
-            port = free_port()
-            base = f"http://127.0.0.1:{port}"
-            log = (tmp / "web.log").open("wb")
-            argv = web_command(f"127.0.0.1:{port}", args.workers)
-            web = subprocess.Popen(
-                argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-            wait_serving(base, web)
+            web, base, argv = start_web(env, tmp, args.workers)
             print(f"web server (as make run): {' '.join(argv[1:])}; logs in {tmp}")
 
             def script_for(label: str) -> Path:

@@ -50,14 +50,13 @@ from api import (  # noqa: E402
     create_client,
     delete_client,
     prepare_django,
+    start_web,
     stop_web,
-    wait_serving,
 )
 from redis_pool import fill  # noqa: E402
 
 from activity import PoolOptions, RedisPool  # noqa: E402
-from pool_admin.launcher import web_command  # noqa: E402
-from pool_admin.localservices import RedisServer, free_port  # noqa: E402
+from pool_admin.localservices import RedisServer  # noqa: E402
 
 
 def tree(pid: int) -> list[int]:
@@ -183,15 +182,7 @@ def main() -> int:
             client = redis.Redis.from_url(server.url, socket_timeout=30)
             fill(RedisPool(client, PoolOptions(prefix=prefix)), 0, 50_000)
             key = create_client(client_name)
-            port = free_port()
-            base = f"http://127.0.0.1:{port}"
-            argv = web_command(f"127.0.0.1:{port}")
-            log = (tmp / "web.log").open("wb")
-            web = subprocess.Popen(
-                argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-            wait_serving(base, web)
+            web, base, argv = start_web(env, tmp)
             print(f"web server (as make run): {' '.join(argv[1:])}")
             probes(base, key, 5)  # warm-up: every worker has verified the key
             quiet = probes(base, key, args.probes)
@@ -200,7 +191,7 @@ def main() -> int:
             for name, results in quiet.items():
                 print(f"  {name:8s} {summary(results)}")
 
-            slow = SlowClients(port, key, args.connections)
+            slow = SlowClients(int(base.rsplit(":", 1)[1]), key, args.connections)
             runner = threading.Thread(target=slow.run)
             runner.start()
             time.sleep(2)
