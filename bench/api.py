@@ -13,8 +13,9 @@ message when it is missing. It
   with limits too high to throttle (100,000 requests/s, 10,000,000 proxies/min) and one API key,
   and deletes that client at the end;
 * runs the web server exactly as ``make run`` does (``pool_admin.launcher.web_command``: granian,
-  WSGI, one worker per core, keep-alive, access log on; ``LOG_LEVEL`` INFO: one usage line per
-  extract), ``POOL_DEV=1``, on a free loopback port, its logs in a temporary directory;
+  RSGI through the body-reading bridge, one worker per core, keep-alive, access log on;
+  ``LOG_LEVEL`` INFO: one usage line per extract), ``POOL_DEV=1``, on a free loopback port,
+  its logs in a temporary directory;
 * warms up (3 s, 4 connections: every worker has verified the key and loaded the scripts), then
   runs wrk (one thread) for ``--seconds`` at each client count, each request
   ``{"count": 1, "mode": "partial"}``; wrk's Lua hook records every returned proxy ID and the

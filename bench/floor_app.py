@@ -1,6 +1,7 @@
 """The WSGI app bench/web_floor.py serves: it answers an extract-sized body after
 ``FLOOR_CALLS`` trivial EVALSHA calls through redis-py to ``FLOOR_REDIS_URL``, and does nothing
-else. Not the project's code: a floor to set the extract API's figures against."""
+else. Not the project's code: a floor to set the extract API's figures against. Served through
+the RSGI bridge as the project's application is (``rsgi_application``), or as plain WSGI."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
+
+from pool_admin.rsgi_bridge import WSGIBridge
 
 BODY = b'{"proxies":[{"id":"x"}],"requested":1,"returned":1,"replayed":false}'
 CALLS = int(os.environ.get("FLOOR_CALLS", "0"))
@@ -23,3 +26,17 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
     headers = [("Content-Type", "application/json"), ("Content-Length", str(len(BODY)))]
     start_response("200 OK", headers)
     return [BODY]
+
+
+def _refuse(path: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    return 408, [("Content-Length", "0"), ("Connection", "close")], b""
+
+
+#: The same application as the web server serves the project's (pool_admin/rsgi.py).
+rsgi_application = WSGIBridge(
+    application,
+    body_timeout=5,
+    body_limit=2_621_440,
+    threads=int(os.environ.get("FLOOR_THREADS", "2")),
+    refuse_slow_body=_refuse,
+)

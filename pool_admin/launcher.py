@@ -205,29 +205,33 @@ SETUP_STEPS = [
 
 #: Seconds a web worker gets to finish its requests on shutdown before it is killed.
 WEB_GRACE_S = 10
-#: Threads per web worker running the app. Measured with bench/api.py at 32 clients: 1 thread
-#: ~1,390 requests/s, 2 threads ~1,490 (p99 40-44 ms), 4 ~1,550 but p99 up to 70 ms.
-WEB_THREADS = 2
-#: What granian serves: Django's application with the extract endpoint's own application
-#: ahead of it (pool_admin/wsgi.py).
-WEB_APPLICATION = "pool_admin.wsgi:application"
+#: Requests a web worker runs at once (granian's --backpressure; more wait in the listen
+#: backlog). It bounds what a worker holds for clients that send slowly: request bodies in
+#: memory (each at most DATA_UPLOAD_MAX_MEMORY_SIZE + 1, so 1.25 GiB at the very worst) and
+#: requests waiting for an application thread. 512 is granian's own default for 2 workers.
+WEB_BACKPRESSURE = 512
+#: What granian serves: the WSGI application (pool_admin/wsgi.py) through the RSGI bridge that
+#: reads each body under a deadline (pool_admin/rsgi.py).
+WEB_APPLICATION = "pool_admin.rsgi:application"
 
 
 def web_command(bind: str, workers: int | None = None) -> list[str]:
     """The web server's command line: ``make run`` and ``bench/api.py`` both run exactly this.
 
-    granian serving ``WEB_APPLICATION`` (WSGI), one worker process per core (``workers``
-    overrides it), each running the app on ``WEB_THREADS`` Python threads (one runs while the
-    other waits on Redis or PostgreSQL), HTTP keep-alive on, access log on. Why granian and not
-    gunicorn: docs/DECISIONS.md (2026-11-30).
+    granian serving ``WEB_APPLICATION`` (RSGI), one worker process per core (``workers``
+    overrides it), each reading bodies on its event loop and running the application on
+    ``settings.WEB_THREADS`` threads (one runs while the other waits on Redis or PostgreSQL),
+    HTTP keep-alive on, access log on. Why granian and not gunicorn: docs/DECISIONS.md
+    (2026-11-30); why RSGI: (2026-12-01, "request bodies read on the event loop").
     """
     host, _, port = bind.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104  (":8000": every interface)
     count = workers if workers is not None else os.cpu_count() or 1
     return [
-        sys.executable, "-m", "granian", "--interface", "wsgi", WEB_APPLICATION,
+        sys.executable, "-m", "granian", "--interface", "rsgi", WEB_APPLICATION,
         "--host", host, "--port", port,
-        "--workers", str(count), "--blocking-threads", str(WEB_THREADS), "--no-ws",
+        "--workers", str(count), "--loop", "uvloop", "--backpressure", str(WEB_BACKPRESSURE),
+        "--no-ws",
         "--workers-kill-timeout", str(WEB_GRACE_S), "--access-log",
     ]  # fmt: skip
 

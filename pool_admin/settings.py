@@ -14,6 +14,7 @@ import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from activity.types import PoolOptions
+from pool_admin import defaults
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.env import (
     EnvError,
@@ -52,6 +53,10 @@ POOL_SECRET_KEYS = check_fernet_keys(
     ),
 )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
+# The web server (pool_admin/rsgi.py): threads per worker running the application, and the
+# seconds a request body may take after its headers before it is answered 408.
+WEB_THREADS = env_int("WEB_THREADS", defaults.WEB_THREADS, minimum=1)
+WEB_BODY_TIMEOUT_S = env_int("WEB_BODY_TIMEOUT_S", defaults.WEB_BODY_TIMEOUT_S, minimum=1)
 
 _REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)

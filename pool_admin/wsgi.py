@@ -1,8 +1,10 @@
-"""WSGI entry point of the web server (``pool_admin.launcher.web_command``).
+"""The WSGI application the web server runs (through pool_admin/rsgi.py, which reads each body
+first; ``pool_admin.launcher.web_command``).
 
 Django's application, with the extract endpoint's own application mounted ahead of it for the
 ordinary ``POST /api/v1/extract`` (pool_admin/api/fast_extract.py), and chunked request bodies
-read to a length before either sees them (pool_admin/api/request_bodies.py).
+read to a length before either sees them (pool_admin/api/request_bodies.py). Served over WSGI
+alone, by a server that does not read bodies under a deadline, a slow body holds a thread.
 """
 
 import os

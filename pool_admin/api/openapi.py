@@ -51,6 +51,10 @@ NOT_ACCEPTABLE = (
     "`Accept` admits no `application/json` answer (`not_acceptable`); checked before the API key."
 )
 UNSUPPORTED_MEDIA_TYPE = "The body is not `application/json` (`unsupported_media_type`)."
+BODY_TIMED_OUT = (
+    "The body did not arrive within WEB_BODY_TIMEOUT_S (5 s) of the headers "
+    "(`request_timeout`); answered by the web server, the connection closed after it."
+)
 LENGTH_REQUIRED = (
     "A transfer coding other than `chunked` alone (`length_required`): send a Content-Length."
 )

@@ -28,6 +28,7 @@ from activity.hosts import MAX_HOST_LENGTH, normalize_host
 from pool_admin.api.auth import principal_of
 from pool_admin.api.base import ApiView
 from pool_admin.api.openapi import (
+    BODY_TIMED_OUT,
     LENGTH_REQUIRED,
     NOT_ACCEPTABLE,
     PAYLOAD_TOO_LARGE,
@@ -136,6 +137,7 @@ class OutcomeView(ApiView):
                 "(`not_found`).",
                 r406=NOT_ACCEPTABLE,
                 r409="The proxy already has another outcome (`outcome_conflict`).",
+                r408=BODY_TIMED_OUT,
                 r411=LENGTH_REQUIRED,
                 r413=PAYLOAD_TOO_LARGE,
                 r415=UNSUPPORTED_MEDIA_TYPE,

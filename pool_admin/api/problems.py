@@ -57,6 +57,7 @@ _TITLES = {
     "not_found": "Not found",
     "method_not_allowed": "Method not allowed",
     "not_acceptable": "Not acceptable",
+    "request_timeout": "Request body too slow",
     "length_required": "Length required",
     "payload_too_large": "Request body too large",
     "unsupported_media_type": "Unsupported media type",
@@ -159,6 +160,17 @@ class LengthRequired(Problem):
             411,
             "length_required",
             "Send the body with a Content-Length, or with Transfer-Encoding: chunked alone.",
+        )
+
+
+class BodyTimedOut(Problem):
+    """408: the body did not arrive within the web tier's deadline (pool_admin/rsgi_bridge.py)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            408,
+            "request_timeout",
+            f"The request body did not arrive within {seconds:g} seconds of its headers.",
         )
 
 

@@ -96,14 +96,21 @@ class ChunkedBodies:
     def _refuse(
         environ: dict[str, Any], start_response: StartResponse, refusal: Exception
     ) -> Iterable[bytes]:
-        answer = problem_for(refusal)
-        status = f"{answer.status} {http.client.responses[answer.status]}"
-        path = environ.get("PATH_INFO", "")
-        if path.startswith(API_PATHS):
-            content = render_problem(answer, path, None)
-            content_type = PROBLEM_JSON
-        else:
-            content, content_type = answer.detail.encode(), "text/plain; charset=utf-8"
-        headers = [("Content-Type", content_type), ("Content-Length", str(len(content)))]
-        start_response(status, headers)
+        status, headers, content = refusal_answer(environ.get("PATH_INFO", ""), refusal)
+        start_response(f"{status} {http.client.responses[status]}", headers)
         return [content]
+
+
+def refusal_answer(path: str, refusal: Exception) -> tuple[int, list[tuple[str, str]], bytes]:
+    """The web tier's answer to a request it refuses before the application sees it: status,
+    headers, body; problem+json under /api/ (problems.py's table), plain text elsewhere."""
+    answer = problem_for(refusal)
+    if path.startswith(API_PATHS):
+        content, content_type = render_problem(answer, path, None), PROBLEM_JSON
+    else:
+        content, content_type = answer.detail.encode(), "text/plain; charset=utf-8"
+    headers = [
+        ("Content-Type", content_type),
+        ("Content-Length", str(len(content))),
+    ]
+    return answer.status, headers, content

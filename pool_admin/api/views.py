@@ -27,6 +27,7 @@ from pool_admin.api.extracting import (
     perform_extract,
 )
 from pool_admin.api.openapi import (
+    BODY_TIMED_OUT,
     LENGTH_REQUIRED,
     NO_STORE,
     NOT_ACCEPTABLE,
@@ -87,6 +88,7 @@ class ExtractView(ApiView):
                 r403="Count above the client's limit or a disallowed filter (`forbidden`).",
                 r406=NOT_ACCEPTABLE,
                 r409="`idempotency_conflict` or `insufficient_inventory`.",
+                r408=BODY_TIMED_OUT,
                 r411=LENGTH_REQUIRED,
                 r413=PAYLOAD_TOO_LARGE,
                 r415=UNSUPPORTED_MEDIA_TYPE,

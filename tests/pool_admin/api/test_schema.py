@@ -113,8 +113,8 @@ def test_406_everywhere_and_415_on_posts_are_listed_as_problem_json(schema):
             assert content[PROBLEM_JSON]["schema"] == {"$ref": "#/components/schemas/Problem"}
 
 
-@pytest.mark.parametrize("status", ["411", "413"])
-def test_411_and_413_are_listed_on_posts_as_problem_json(schema, status):
+@pytest.mark.parametrize("status", ["408", "411", "413"])
+def test_408_411_and_413_are_listed_on_posts_as_problem_json(schema, status):
     for operation, spec in _operations(schema):
         responses = spec["responses"]
         assert (status in responses) is (operation[0] == "post"), operation

@@ -5,84 +5,20 @@ the fast path's answer on the wire."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 
-from pool_admin.launcher import web_command
-from pool_admin.localservices import free_port
-from tests.harness.commands import database_url_of_test_db
+from tests.harness.raw_http import chunks, exchange, request
+from tests.harness.web_server import project_web_server
 
 URL = "/api/v1/extract"
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
 
 
-def exchange(port: int, raw: bytes, timeout: float = 10) -> tuple[int, dict[str, str], bytes]:
-    """One request on its own connection (``Connection: close``): the answer's status, headers
-    (lowercased names) and body."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(raw)
-        data = b""
-        while chunk := sock.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
-
-
-def request(method: str, path: str, body: bytes = b"", *, version: str = "1.1", **headers: str):
-    headers["Connection"] = "close"
-    lines = [f"{method} {path} HTTP/{version}", *(f"{k}: {v}" for k, v in headers.items())]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-
-
-def chunks(body: bytes, size: int = 7) -> bytes:
-    parts = [body[i : i + size] for i in range(0, len(body), size)]
-    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
-
-
 @pytest.fixture
 def web_server(redis_url, unique_prefix, tmp_path):
-    """The port of granian serving pool_admin.wsgi on the test database and this test's pool."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url_of_test_db(),
-        "REDIS_URL": redis_url,
-        "POOL_PREFIX": unique_prefix,
-        "POOL_DEV": "1",
-        "DJANGO_SETTINGS_MODULE": "pool_admin.settings",
-    }
-    command = web_command(f"127.0.0.1:{port}", workers=1)
-    assert command[0] == sys.executable
-    log = tmp_path / "web.log"
-    with log.open("wb") as out:
-        server = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status, _, _ = exchange(port, request("GET", "/healthz", Host="127.0.0.1"), 2)
-                if status == 200:
-                    break
-            except OSError:
-                pass
-            assert server.poll() is None, log.read_text()[-2000:]
-            assert time.monotonic() < deadline, "the web server did not start"
-            time.sleep(0.2)
+    with project_web_server(redis_url, unique_prefix, tmp_path, workers=1) as port:
         yield port
-    finally:
-        server.terminate()
-        try:
-            server.wait(15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
 
 
 def test_the_web_server_reads_chunked_bodies_and_answers_every_api_error_as_a_problem(
@@ -113,6 +49,12 @@ def test_the_web_server_reads_chunked_bodies_and_answers_every_api_error_as_a_pr
     status, headers, body = exchange(web_server, request("POST", URL, chunks(one), **auth,
                                                          **json_body, **gzip))  # fmt: skip
     assert status == 411 and headers["content-type"] == "application/problem+json"
+
+    # Over the body limit by its length: refused by it (413), the body neither sent nor read.
+    over = {**auth, **json_body, "Content-Length": str(3 * 1024 * 1024)}
+    status, headers, body = exchange(web_server, request("POST", URL, **over), timeout=3)
+    assert status == 413 and headers["content-type"] == "application/problem+json", body
+    assert json.loads(body)["code"] == "payload_too_large"
 
     no_host = {**json_body, "Content-Length": str(len(one))}
     for sent in (

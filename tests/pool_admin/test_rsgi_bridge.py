@@ -1,0 +1,204 @@
+"""The RSGI bridge (pool_admin/rsgi_bridge.py) served by real granian, as make run serves the
+project (``--interface rsgi``, uvloop), around tests/harness/bridge_app.py: a WSGI application
+that shows what it is given, with a 1 s body deadline and a 1,000-byte body limit.
+
+The environ is compared with what granian's own WSGI interface gives the same application for
+the same bytes; the differences are the bridge's, each stated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.harness import bridge_app
+from tests.harness.raw_http import chunks, exchange, request
+from tests.harness.web_server import serving
+
+pytestmark = pytest.mark.slow
+
+
+def granian(interface: str, target: str) -> Callable[[int], list[str]]:
+    """granian's command line serving ``target`` on a port, one worker."""
+
+    def command(port: int) -> list[str]:
+        argv = [
+            sys.executable, "-m", "granian", "--interface", interface, target,
+            "--host", "127.0.0.1", "--port", str(port), "--workers", "1", "--no-ws",
+        ]  # fmt: skip
+        return [*argv, "--loop", "uvloop"] if interface == "rsgi" else argv
+
+    return command
+
+
+def _served(tmp_path_factory, interface: str, target: str) -> Iterator[int]:
+    log = tmp_path_factory.mktemp(interface) / "granian.log"
+    with serving(granian(interface, target), log, None, "/closes") as port:
+        yield port
+
+
+@pytest.fixture(scope="module")
+def bridge(tmp_path_factory) -> Iterator[int]:
+    yield from _served(tmp_path_factory, "rsgi", "tests.harness.bridge_app:application")
+
+
+@pytest.fixture(scope="module")
+def plain_wsgi(tmp_path_factory) -> Iterator[int]:
+    yield from _served(tmp_path_factory, "wsgi", "tests.harness.bridge_app:wsgi_application")
+
+
+def shown(port: int, raw: bytes) -> dict[str, str]:
+    status, _, body = exchange(port, raw)
+    assert status == 200, body
+    return json.loads(body)
+
+
+def closes(port: int) -> list[str]:
+    return json.loads(exchange(port, request("GET", "/closes", Host="t"))[2])
+
+
+#: The environ's keys that differ by nature between two servers and two connections.
+_BY_NATURE = {"SERVER_PORT", "REMOTE_PORT", "HTTP_HOST", "thread", "SERVER_SOFTWARE"}
+
+
+def comparable(environ: dict[str, str]) -> dict[str, str]:
+    """Without the keys that differ by nature."""
+    return {k: v for k, v in environ.items() if k not in _BY_NATURE}
+
+
+def test_the_environ_is_the_one_granians_wsgi_interface_gives(bridge, plain_wsgi):
+    body = b"hello"
+    sent = request(
+        "POST", "/a%20b/%C3%A9/x%FF?q=1%202&r", body,
+        Host="example.test", **{"X-Dup": "1"}, **{"Content-Type": "text/plain"},
+        **{"Content-Length": str(len(body))}, Cookie="a=1",
+    )  # fmt: skip
+    sent = sent.replace(b"Cookie: a=1\r\n", b"Cookie: a=1\r\nCookie: b=2\r\nX-Dup: 2\r\n")
+    through_bridge, through_wsgi = shown(bridge, sent), shown(plain_wsgi, sent)
+
+    assert through_bridge["thread"].startswith("wsgi_")
+    assert through_bridge["REMOTE_ADDR"] == "127.0.0.1"
+    assert through_bridge["HTTP_HOST"] == through_wsgi["HTTP_HOST"] == "example.test"
+    assert through_bridge["HTTP_COOKIE"] == "a=1;b=2" and through_bridge["HTTP_X_DUP"] == "1,2"
+    assert through_bridge["body_length"] == 5
+    # The one difference: a path whose bytes are not UTF-8 (%FF) reaches the bridge as RSGI
+    # gives it, with U+FFFD in their place; granian's WSGI passes the byte itself.
+    assert through_wsgi.pop("PATH_INFO") == "/a b/\u00c3\u00a9/x\u00ff"
+    assert through_bridge.pop("PATH_INFO") == "/a b/é/x\ufffd".encode().decode("latin-1")
+    assert comparable(through_bridge) == comparable(through_wsgi)
+
+
+def test_http_1_0_without_host_gets_an_empty_host_as_under_wsgi(bridge, plain_wsgi):
+    sent = request("GET", "/x", version="1.0")
+    through_bridge, through_wsgi = shown(bridge, sent), shown(plain_wsgi, sent)
+    assert through_bridge["HTTP_HOST"] == through_wsgi["HTTP_HOST"] == ""
+    # granian's WSGI says "HTTP/1" for 1.0; the bridge names it as PEP 3333 does.
+    assert through_wsgi.pop("SERVER_PROTOCOL") == "HTTP/1"
+    assert through_bridge.pop("SERVER_PROTOCOL") == "HTTP/1.0"
+    assert comparable(through_bridge) == comparable(through_wsgi)
+
+
+def test_a_header_name_with_an_underscore_is_dropped(bridge):
+    environ = shown(bridge, request("GET", "/x", Host="t", **{"X_Forwarded_For": "10.0.0.1"}))
+    assert "HTTP_X_FORWARDED_FOR" not in environ
+
+
+def test_a_chunked_body_is_read_to_one_byte_over_the_limit_and_passed_without_a_length(bridge):
+    head = {"Host": "t", "Transfer-Encoding": "chunked"}
+    within = b"c" * 700
+    environ = shown(bridge, request("POST", "/x", chunks(within, 100), **head))
+    assert "CONTENT_LENGTH" not in environ and environ["HTTP_TRANSFER_ENCODING"] == "chunked"
+    assert environ["body_length"] == 700
+    assert environ["body_sha256"] == hashlib.sha256(within).hexdigest()
+    over = b"o" * 5000
+    environ = shown(bridge, request("POST", "/x", chunks(over, 100), **head))
+    assert environ["body_length"] == bridge_app.BODY_LIMIT + 1
+
+
+def test_a_declared_length_over_the_limit_is_not_read_and_cannot_be_misread(bridge):
+    """Only the headers are sent: the answer comes at once, so nothing waited for the body."""
+    sent = request("POST", "/x", Host="t", **{"Content-Length": "5000"})
+    started = time.monotonic()
+    environ = shown(bridge, sent)
+    assert time.monotonic() - started < bridge_app.BODY_TIMEOUT_S
+    assert environ["CONTENT_LENGTH"] == "5000"
+    assert "read_error" in environ and "body_length" not in environ
+
+
+def test_a_body_that_arrives_in_pieces_within_the_deadline_is_read_whole(bridge):
+    body = bytes(range(256)) * 2
+    with socket.create_connection(("127.0.0.1", bridge), timeout=5) as sock:
+        sock.sendall(request("POST", "/x", Host="t", **{"Content-Length": str(len(body))}))
+        for start in range(0, len(body), 128):
+            time.sleep(0.1)
+            sock.sendall(body[start : start + 128])
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    environ = json.loads(answer.partition(b"\r\n\r\n")[2])
+    assert environ["body_sha256"] == hashlib.sha256(body).hexdigest()
+
+
+def test_a_body_late_past_the_deadline_is_refused_and_the_application_never_sees_it(bridge):
+    closed_before = len(closes(bridge))
+    with socket.create_connection(("127.0.0.1", bridge), timeout=5) as sock:
+        sock.sendall(request("POST", "/late", b"abc", Host="t", **{"Content-Length": "100"}))
+        started = time.monotonic()
+        answer = b""
+        while chunk := sock.recv(65536):  # the server closes the connection after its answer
+            answer += chunk
+        took = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert answer.endswith(b"late: /late")
+    assert bridge_app.BODY_TIMEOUT_S - 0.2 < took < bridge_app.BODY_TIMEOUT_S + 1.5
+    assert len(closes(bridge)) == closed_before  # no answer of the application's was made
+
+
+def test_a_client_gone_mid_body_is_not_answered_and_the_server_goes_on(bridge):
+    closed_before = len(closes(bridge))
+    with socket.create_connection(("127.0.0.1", bridge), timeout=5) as sock:
+        sock.sendall(request("POST", "/gone", b"ab", Host="t", **{"Content-Length": "100"}))
+    time.sleep(0.3)
+    assert len(closes(bridge)) == closed_before
+    assert shown(bridge, request("GET", "/x", Host="t"))["REQUEST_METHOD"] == "GET"
+
+
+def get(port: int, path: str) -> tuple[int, bytes]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_long_answer_is_streamed_whole_and_closed_on_an_application_thread(bridge):
+    before = closes(bridge)
+    status, body = get(bridge, "/stream?chunks=8")  # 512 KiB: over BUFFERED_ANSWER
+    assert status == 200 and body == bridge_app.CHUNK * 8
+    time.sleep(0.1)
+    after = closes(bridge)
+    assert len(after) == len(before) + 1 and after[-1].startswith("wsgi_")
+
+
+def test_an_ordinary_answer_is_closed_once_on_the_thread_that_made_it(bridge):
+    before = closes(bridge)
+    environ = shown(bridge, request("GET", "/x", Host="t"))
+    assert closes(bridge) == [*before, environ["thread"]]
+
+
+def test_write_and_the_returned_parts_make_the_answer(bridge):
+    assert get(bridge, "/write") == (200, b"written returned")
+
+
+def test_an_application_error_is_a_500_and_the_next_request_is_answered(bridge):
+    assert get(bridge, "/raise")[0] == 500
+    assert get(bridge, "/write") == (200, b"written returned")
