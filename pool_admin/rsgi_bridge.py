@@ -17,9 +17,10 @@ costs no thread and can be given up:
 * only then is the WSGI application called, on a pool of ``threads`` threads, with the body in
   memory: an application thread never waits on a client.
 
-The answer is collected on the application thread up to :data:`BUFFERED_ANSWER` bytes and sent
-whole (every API and admin answer); a longer one (a static file) is streamed, each next chunk
-made on the pool, so a slow reader holds no thread either.
+The answer is collected on the application thread up to :data:`BUFFERED_ANSWER` bytes and handed
+to granian whole from that thread (every API and admin answer); a longer one (a static file) is
+streamed from the event loop, each next chunk made on an application thread, so a slow reader
+holds no thread either.
 
 Bounds: granian's ``--backpressure`` bounds the requests a worker runs at once (``make run``:
 ``launcher.WEB_BACKPRESSURE``), and so the bodies in memory (each ``body_limit + 1`` at most)
@@ -240,11 +241,9 @@ class WSGIBridge:
             except Exception:  # the client went away mid-body: nobody to answer
                 return
         loop = asyncio.get_running_loop()
-        answer = await self.threads.run(loop, self._call, environ_of(scope, body))
-        if answer.rest is None:
-            protocol.response_bytes(answer.status, answer.headers, b"".join(answer.chunks))
-            return
-        await self._stream(loop, protocol, answer)
+        answer = await self.threads.run(loop, self._call, protocol, environ_of(scope, body))
+        if answer is not None:
+            await self._stream(loop, protocol, answer)
 
     async def _read(self, protocol: RSGIProtocol) -> bytes:
         """The body, ``body_limit + 1`` bytes at most."""
@@ -258,9 +257,11 @@ class WSGIBridge:
                 break
         return b"".join(chunks)
 
-    def _call(self, environ: dict[str, Any]) -> _Answer:
+    def _call(self, protocol: RSGIProtocol, environ: dict[str, Any]) -> _Answer | None:
         """On an application thread: the application's answer, collected to
-        :data:`BUFFERED_ANSWER` bytes; closed here unless a rest is left to stream."""
+        :data:`BUFFERED_ANSWER` bytes. Whole, it is sent from here (granian takes an answer
+        from any thread; the client need not wait for the event loop to wake) and closed, and
+        the result is None; else the answer so far, to be streamed."""
         started: list[Any] = []
         written: list[bytes] = []
 
@@ -283,8 +284,11 @@ class WSGIBridge:
                 if size > BUFFERED_ANSWER:
                     rest = iterator
                     break
-        finally:
             if rest is None:
+                protocol.response_bytes(started[0], started[1], b"".join(chunks))
+                return None
+        finally:
+            if rest is None:  # after the answer is sent: Django's close() ends the request
                 _close(result)
         return _Answer(started[0], started[1], chunks, rest, result)
 
