@@ -13,8 +13,10 @@ runs the web server exactly as ``make run`` does (``pool_admin.launcher.web_comm
   ``POST /admin/login/`` with a ``csrftoken`` cookie, half an extract with the API key, each
   declaring ``Content-Length: 1000`` and then sending one byte a second; a connection the
   server answers is replaced by a new one at once, as an attacker would;
-* meanwhile measures the same probes again, and prints latencies (p50 / p99 / max), the
-  answers the slow connections got (and how long after their headers), RSS and threads.
+* meanwhile (from 2 s after they start) probes both again, five of each at a time, one after
+  another, for the whole ``--seconds`` (a probe gives up after 10 s), and prints latencies
+  (p50 / p99 / max), the answers the slow connections got (and how long after their headers),
+  peak RSS and threads.
 
 Needs no wrk. Not part of ``make test``.
 """

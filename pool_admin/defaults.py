@@ -1,5 +1,5 @@
-"""Where the project's servers are when nothing says otherwise: the settings' defaults and what
-``make run``'s launcher and the test harness start servers for.
+"""Where the project's servers are when nothing says otherwise (the settings' defaults and what
+``make run``'s launcher and the test harness start servers for), and the web server's defaults.
 
 Plain constants, no imports: the settings read them without importing the dev-servers module
 (``pool_admin.localservices``, which imports psycopg and redis).

@@ -80,10 +80,11 @@ class AppThreads:
 
     ``loop.run_in_executor`` chains a ``concurrent.futures.Future`` (with its lock and
     condition) to an asyncio one; here a call is put on a queue and its result handed back with
-    one ``call_soon_threadsafe``: 52-64 against 71-96 µs of CPU per hand-off to an idle thread
-    (bench/thread_handoff.py, docs/PERFORMANCE.md). The queue holds at most the requests the
-    worker runs at once (granian's ``--backpressure``). Threads start with the first call, in
-    the worker process that makes it, and are daemons: granian ends the worker with its loop.
+    one ``call_soon_threadsafe``: 40-49 against 53-59 µs of CPU per hand-off to an idle thread
+    on uvloop (bench/thread_handoff.py, docs/PERFORMANCE.md). The queue holds at most the
+    requests the worker runs at once (granian's ``--backpressure``). Threads start with the
+    first call, in the worker process that makes it, and are daemons: granian ends the worker
+    with its loop.
     """
 
     def __init__(self, count: int, name: str) -> None:
