@@ -205,10 +205,12 @@ SETUP_STEPS = [
 
 #: Seconds a web worker gets to finish its requests on shutdown before it is killed.
 WEB_GRACE_S = 10
-#: Requests a web worker runs at once (granian's --backpressure; more wait in the listen
-#: backlog). It bounds what a worker holds for clients that send slowly: request bodies in
-#: memory (each at most DATA_UPLOAD_MAX_MEMORY_SIZE + 1, so 1.25 GiB at the very worst) and
-#: requests waiting for an application thread. 512 is granian's own default for 2 workers.
+#: Connections a web worker serves at once (granian's --backpressure; more wait in the listen
+#: backlog), and so requests: the server speaks HTTP/1 only, one request at a time per
+#: connection. It bounds what a worker holds for clients that send slowly: request bodies in
+#: memory (each at most DATA_UPLOAD_MAX_MEMORY_SIZE + 1, so 1.25 GiB per worker at the very
+#: worst) and requests waiting for an application thread. 512 is granian's own default for 2
+#: workers.
 WEB_BACKPRESSURE = 512
 #: What granian serves: the WSGI application (pool_admin/wsgi.py) through the RSGI bridge that
 #: reads each body under a deadline (pool_admin/rsgi.py).
@@ -221,15 +223,17 @@ def web_command(bind: str, workers: int | None = None) -> list[str]:
     granian serving ``WEB_APPLICATION`` (RSGI), one worker process per core (``workers``
     overrides it), each reading bodies on its event loop and running the application on
     ``settings.WEB_THREADS`` threads (one runs while the other waits on Redis or PostgreSQL),
-    HTTP keep-alive on, access log on. Why granian and not gunicorn: docs/DECISIONS.md
-    (2026-11-30); why RSGI: (2026-12-01, "request bodies read on the event loop").
+    HTTP/1.1 only (one request at a time per connection, so ``WEB_BACKPRESSURE`` connections
+    bound the requests a worker holds), keep-alive on, access log on. Why granian and not
+    gunicorn: docs/DECISIONS.md (2026-11-30); why RSGI: (2026-12-01, "request bodies read on
+    the event loop").
     """
     host, _, port = bind.rpartition(":")
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104  (":8000": every interface)
     count = workers if workers is not None else os.cpu_count() or 1
     return [
         sys.executable, "-m", "granian", "--interface", "rsgi", WEB_APPLICATION,
-        "--host", host, "--port", port,
+        "--host", host, "--port", port, "--http", "1",
         "--workers", str(count), "--loop", "uvloop", "--backpressure", str(WEB_BACKPRESSURE),
         "--no-ws",
         "--workers-kill-timeout", str(WEB_GRACE_S), "--access-log",

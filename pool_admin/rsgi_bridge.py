@@ -11,20 +11,22 @@ costs no thread and can be given up:
   closes the connection after it, whatever the client still sends;
 * at most ``body_limit + 1`` bytes are read (the +1 lets the application tell "over the limit"
   from "at the limit", as it does for a chunked body); a declared ``Content-Length`` over
-  ``body_limit`` is not read at all: the application gets the declared length and a body
-  whose read fails, so it refuses the request by its length (Django: 413) and can never
-  misread a partial body;
+  ``body_limit`` is not read at all, and a body cut off or malformed is not taken: the
+  application gets a body whose read fails (:class:`UnreadableBody`), so it refuses the
+  request (Django: 413 by the declared length, else 400) and can never misread a part;
 * only then is the WSGI application called, on a pool of ``threads`` threads, with the body in
   memory: an application thread never waits on a client.
 
-The answer is collected on the application thread up to :data:`BUFFERED_ANSWER` bytes and handed
-to granian whole from that thread (every API and admin answer); a longer one (a static file) is
-streamed from the event loop, each next chunk made on an application thread, so a slow reader
-holds no thread either.
+The answer is collected whole on the application thread and handed to granian from there, or,
+for a whole file (``wsgi.file_wrapper``: whitenoise's static files), its path, which granian
+sends from disk; granian writes it out, so a client that does not read its answer holds no
+thread either.
 
-Bounds: granian's ``--backpressure`` bounds the requests a worker runs at once (``make run``:
-``launcher.WEB_BACKPRESSURE``), and so the bodies in memory (each ``body_limit + 1`` at most)
-and the requests waiting for a thread.
+Bounds: one request at a time per connection (the launcher serves HTTP/1 only, ``--http 1``)
+and granian's ``--backpressure`` connections per worker (``launcher.WEB_BACKPRESSURE``) bound
+the requests a worker holds at once, and so the bodies in memory (each ``body_limit + 1`` at
+most), the requests waiting for a thread, and the answers being written (each as large as the
+application made it in memory: API answers and admin pages; files are sent from disk).
 
 No Django here: the bridge is given the application and its limits (pool_admin/rsgi.py).
 """
@@ -34,11 +36,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import os
 import queue
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 StartResponse = Callable[..., Any]
 WSGIApp = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
@@ -46,12 +49,7 @@ Headers = list[tuple[str, str]]
 #: An answer made without the application: status, headers, body.
 Refusal = tuple[int, Headers, bytes]
 
-#: Bytes of an answer collected before it is streamed instead (larger than any API or admin
-#: page; static files above it are streamed).
-BUFFERED_ANSWER = 256 * 1024
 #: HTTP versions as RSGI names them, as WSGI's SERVER_PROTOCOL names them.
-#: What ``next`` gives for the end of a streamed answer (an empty chunk is not the end).
-_END: Any = object()
 _PROTOCOLS = {"1": "HTTP/1.0", "1.0": "HTTP/1.0", "1.1": "HTTP/1.1", "2": "HTTP/2"}
 
 
@@ -61,18 +59,52 @@ class RSGIProtocol(Protocol):
     async def __call__(self) -> bytes: ...
     def __aiter__(self) -> Any: ...
     def response_bytes(self, status: int, headers: Headers, body: bytes) -> None: ...
-    def response_stream(self, status: int, headers: Headers) -> Any: ...
+    def response_file(self, status: int, headers: Headers, file: str) -> None: ...
 
 
-class BodyNotRead(io.RawIOBase):
-    """The body of a request whose declared length is over the limit: it was not read, and
-    reading it fails, so no application can take a part of it for the whole."""
+class UnreadableBody(io.RawIOBase):
+    """A body the application must not take for a whole one: declared over the limit (not
+    read), cut off, or malformed. Reading it fails as reading a broken socket does, so Django
+    refuses it (a 413 by its length, else a 400) and no application can misread a part."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        raise OSError("request body over the limit, not read")
+        raise OSError(self.why)
+
+
+class FileWrapper:
+    """``wsgi.file_wrapper`` (PEP 3333): an answer that is a file. When it is a whole regular
+    file on disk, granian sends it from there (read 128 KiB at a time, as the client takes
+    them), so a large static file is never held in memory; otherwise it is read like any
+    answer. Django uses it for ``FileResponse`` (whitenoise's static files)."""
+
+    def __init__(self, filelike: Any, block_size: int = 8192) -> None:
+        self.filelike = filelike
+        self.block_size = block_size
+
+    def __iter__(self) -> Iterator[bytes]:
+        while block := self.filelike.read(self.block_size):
+            yield block
+
+    def whole_file(self) -> str | None:
+        """The file's path when the answer is all of a regular file, else None (a part of one,
+        or something that is not a file)."""
+        name = getattr(self.filelike, "name", None)
+        try:
+            whole = isinstance(name, str) and self.filelike.tell() == 0 and os.path.isfile(name)
+        except (OSError, ValueError, AttributeError):
+            return None
+        return name if whole else None
+
+    def close(self) -> None:
+        close = getattr(self.filelike, "close", None)
+        if close is not None:
+            close()
 
 
 class AppThreads:
@@ -133,20 +165,12 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
 
 
-class _Answer(NamedTuple):
-    status: int
-    headers: Headers
-    chunks: list[bytes]
-    #: The rest of a long answer, still to be made (None: ``chunks`` is all of it).
-    rest: Iterator[bytes] | None
-    result: Iterable[bytes]
-
-
 def environ_of(scope: Any, body: io.RawIOBase | io.BytesIO) -> dict[str, Any]:
     """The WSGI environ of an RSGI ``scope`` (PEP 3333), as granian's WSGI interface makes it:
-    the path as latin-1 of its bytes, repeated headers joined (cookies with ``;``), and an
-    empty ``HTTP_HOST`` when the request had none. Header names with ``_`` are dropped: as
-    ``HTTP_X_A`` they would pass for ``X-A`` (``X_Forwarded_For`` for ``X-Forwarded-For``)."""
+    the path as latin-1 of its bytes, repeated headers joined (cookies with ``;``), and
+    ``HTTP_HOST`` the ``Host`` header, else the request's authority, else empty. Header names
+    with ``_`` are dropped: as ``HTTP_X_A`` they would pass for ``X-A`` (``X_Forwarded_For``
+    for ``X-Forwarded-For``)."""
     server_host, _, server_port = scope.server.rpartition(":")
     client_host, _, client_port = scope.client.rpartition(":")
     environ: dict[str, Any] = {
@@ -160,7 +184,8 @@ def environ_of(scope: Any, body: io.RawIOBase | io.BytesIO) -> dict[str, Any]:
         "SERVER_PROTOCOL": _PROTOCOLS.get(scope.http_version, "HTTP/1.1"),
         "REMOTE_ADDR": client_host.strip("[]"),
         "REMOTE_PORT": client_port,
-        "HTTP_HOST": "",
+        "SERVER_SOFTWARE": "Granian",
+        "HTTP_HOST": scope.authority or "",
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": scope.scheme,
         "wsgi.input": body,
@@ -169,6 +194,7 @@ def environ_of(scope: Any, body: io.RawIOBase | io.BytesIO) -> dict[str, Any]:
         "wsgi.multiprocess": True,
         "wsgi.run_once": False,
         "wsgi.input_terminated": True,
+        "wsgi.file_wrapper": FileWrapper,
     }
     for name, value in scope.headers.items():
         if "_" in name:
@@ -226,91 +252,77 @@ class WSGIBridge:
         headers = scope.headers
         declared = _declared_length(headers)
         chunked = "transfer-encoding" in headers  # then the length, if any, does not count
+        body: io.RawIOBase | io.BytesIO
         if declared is not None and declared > self.body_limit and not chunked:
-            body: io.RawIOBase | io.BytesIO = BodyNotRead()
+            body = UnreadableBody("request body over the limit, not read")
         elif not chunked and (declared == 0 or (declared is None and scope.http_version != "2")):
             body = io.BytesIO()  # no body (an HTTP/2 body may come without a length)
         else:
             try:
                 async with asyncio.timeout(self.body_timeout):
-                    # By its length (at most body_limit) the server reads no more than it.
-                    by_length = declared is not None and not chunked
-                    body = io.BytesIO(await protocol() if by_length else await self._read(protocol))
+                    if declared is not None and not chunked:
+                        # By its length (at most body_limit) the server reads no more than it.
+                        body = io.BytesIO(await protocol())
+                    else:
+                        body = await self._read_unframed(protocol)
             except TimeoutError:
                 protocol.response_bytes(*self.refuse_slow_body(scope.path))
                 return
-            except Exception:  # the client went away mid-body: nobody to answer
-                return
+            except Exception:  # granian's error: the body was cut off or malformed
+                body = UnreadableBody("request body cut off")
         loop = asyncio.get_running_loop()
-        answer = await self.threads.run(loop, self._call, protocol, environ_of(scope, body))
-        if answer is not None:
-            await self._stream(loop, protocol, answer)
+        await self.threads.run(loop, self._call, protocol, environ_of(scope, body))
 
-    async def _read(self, protocol: RSGIProtocol) -> bytes:
-        """The body, ``body_limit + 1`` bytes at most."""
+    async def _read_unframed(self, protocol: RSGIProtocol) -> io.RawIOBase | io.BytesIO:
+        """A body without a length (chunked), ``body_limit + 1`` bytes at most.
+
+        granian gives the chunks, then one empty chunk at the end. A body cut off or malformed
+        gives an empty chunk for the error and another for the end, and so does one with
+        trailers (granian's chunks cannot tell them apart): anything after the first empty
+        chunk, and a stream with no empty chunk, is not taken, so a chunked body with trailers
+        is refused too (checked against granian 2.8: tests/pool_admin/test_rsgi_bridge.py)."""
         most = self.body_limit + 1
         chunks: list[bytes] = []
         got = 0
+        ended = False
         async for chunk in protocol:
+            if ended:
+                return UnreadableBody("request body cut off, malformed or with trailers")
+            if not chunk:
+                ended = True
+                continue
             chunks.append(chunk[: most - got])
             got += len(chunks[-1])
             if got >= most:
-                break
-        return b"".join(chunks)
+                return io.BytesIO(b"".join(chunks))  # over the limit: not read further
+        if not ended:
+            return UnreadableBody("request body cut off")
+        return io.BytesIO(b"".join(chunks))
 
-    def _call(self, protocol: RSGIProtocol, environ: dict[str, Any]) -> _Answer | None:
-        """On an application thread: the application's answer, collected to
-        :data:`BUFFERED_ANSWER` bytes. Whole, it is sent from here (granian takes an answer
-        from any thread; the client need not wait for the event loop to wake) and closed, and
-        the result is None; else the answer so far, to be streamed."""
+    def _call(self, protocol: RSGIProtocol, environ: dict[str, Any]) -> None:
+        """On an application thread: the application's answer, collected whole and sent from
+        here (granian takes an answer from any thread, so the client does not wait for the
+        event loop to wake), then closed. Nothing is sent before the application has returned
+        its last chunk, so ``start_response`` with ``exc_info`` may always replace the status
+        and headers (PEP 3333), and an error while the answer is made is granian's 500."""
         started: list[Any] = []
-        written: list[bytes] = []
+        chunks: list[bytes] = []
 
         def start_response(status: str, headers: Headers, exc_info: Any = None) -> Any:
-            if exc_info is not None and started:
-                raise exc_info[1].with_traceback(exc_info[2])
+            if started and exc_info is None:
+                raise AssertionError("start_response called again without exc_info")
             started[:] = [int(status[:3]), headers]
-            return written.append  # WSGI's write(), before the answer is returned
+            return chunks.append  # WSGI's write()
 
         result = self.app(environ, start_response)
-        chunks = written
-        size = sum(map(len, chunks))
-        rest: Iterator[bytes] | None = None
         try:
-            iterator = iter(result)
-            for chunk in iterator:
-                if chunk:
-                    chunks.append(chunk)
-                    size += len(chunk)
-                if size > BUFFERED_ANSWER:
-                    rest = iterator
-                    break
-            if rest is None:
+            path = result.whole_file() if isinstance(result, FileWrapper) else None
+            if path is not None and not chunks:
+                protocol.response_file(started[0], started[1], path)
+            else:
+                chunks.extend(result)
                 protocol.response_bytes(started[0], started[1], b"".join(chunks))
-                return None
-        finally:
-            if rest is None:  # after the answer is sent: Django's close() ends the request
-                _close(result)
-        return _Answer(started[0], started[1], chunks, rest, result)
-
-    async def _stream(
-        self, loop: asyncio.AbstractEventLoop, protocol: RSGIProtocol, answer: _Answer
-    ) -> None:
-        assert answer.rest is not None
-        try:
-            transport = protocol.response_stream(answer.status, answer.headers)
-            for chunk in answer.chunks:
-                await transport.send_bytes(chunk)
-            while (chunk := await self.threads.run(loop, next, answer.rest, _END)) is not _END:
-                if chunk:
-                    await transport.send_bytes(chunk)
-        except Exception:  # noqa: S110  (the client went away mid-answer)
-            pass
-        finally:
-            await self.threads.run(loop, _close, answer.result)
-
-
-def _close(result: Iterable[bytes]) -> None:
-    close = getattr(result, "close", None)
-    if close is not None:
-        close()
+        finally:  # after the answer is sent: Django's close() ends the request
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()

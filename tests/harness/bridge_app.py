@@ -2,12 +2,16 @@
 (``application``) for tests/pool_admin/test_rsgi_bridge.py: granian runs it as ``make run``
 runs the project's, with a 1 s body deadline and a 1,000-byte body limit.
 
-* ``/stream?chunks=N``: N chunks of 64 KiB (an answer the bridge streams), empty chunks between;
+* ``/long?chunks=N``: N chunks of 64 KiB, empty chunks between;
+* ``/file``: this module's own source through ``wsgi.file_wrapper``; ``/file?from=K``: from byte
+  K on (a part of the file, which the bridge reads itself);
 * ``/write``: the answer's first part through WSGI's ``write()``;
-* ``/raise``: an exception before ``start_response``;
+* ``/raise``: an exception before ``start_response``; ``/raise-late``: one while the answer's
+  chunks are made; ``/error-page``: ``start_response`` again with ``exc_info`` after an error;
 * ``/closes``: the threads that closed each answer so far (its own not counted);
-* anything else: the environ's plain values, the body's length and a digest of it (or the read
-  error), and the thread that made the answer, as JSON.
+  ``/file-reads``: how many reads the bridge made of ``/file``'s files;
+* anything else: the environ's values (objects by their type's name), the body's length and a
+  digest of it (or the read error), and the thread that made the answer, as JSON.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -25,7 +30,11 @@ BODY_TIMEOUT_S = 1
 BODY_LIMIT = 1000
 THREADS = 2
 CHUNK = b"z" * 65536
+SOURCE = __file__
 _closes: list[str] = []
+#: Reads of the files ``/file`` answers with, made by the bridge (none when granian sends the
+#: file from disk).
+_file_reads: list[int] = []
 
 
 class _Answer:
@@ -41,15 +50,48 @@ class _Answer:
             _closes.append(threading.current_thread().name)
 
 
-def _stream(count: int) -> Iterator[bytes]:
+class _ClosingFile:
+    """A file whose close is counted, as Django's FileResponse closes its file."""
+
+    def __init__(self, offset: int) -> None:
+        self.file = open(SOURCE, "rb")  # noqa: SIM115  (closed by the server, through close())
+        self.file.seek(offset)
+        self.name = self.file.name
+
+    def read(self, size: int) -> bytes:
+        _file_reads.append(size)
+        return self.file.read(size)
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def close(self) -> None:
+        self.file.close()
+        _closes.append(threading.current_thread().name)
+
+
+def _long(count: int) -> Iterator[bytes]:
     for _ in range(count):
         yield CHUNK
         yield b""
 
 
+def _late_error() -> Iterator[bytes]:
+    yield b"a first part"
+    raise RuntimeError("planted, while the answer is made")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, str | bool | int) or value is None:
+        return value
+    if isinstance(value, tuple):
+        return list(value)
+    return type(value).__name__
+
+
 def _shown(environ: dict[str, Any]) -> dict[str, Any]:
     # Not the process environment, which granian's WSGI interface copies into every environ.
-    shown = {k: v for k, v in environ.items() if isinstance(v, str) and k not in os.environ}
+    shown = {k: _plain(v) for k, v in environ.items() if k not in os.environ}
     try:
         body = environ["wsgi.input"].read()
     except OSError as exc:
@@ -64,21 +106,40 @@ def _shown(environ: dict[str, Any]) -> dict[str, Any]:
 def wsgi_application(
     environ: dict[str, Any], start_response: Callable[..., Any]
 ) -> Iterable[bytes]:
-    path = environ["PATH_INFO"]
+    path, query = environ["PATH_INFO"], environ["QUERY_STRING"]
     if path == "/raise":
         raise RuntimeError("planted")
-    if path == "/stream":
-        count = int(environ["QUERY_STRING"].partition("=")[2])
+    if path == "/raise-late":
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return _Answer(_late_error())
+    if path == "/error-page":
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        try:
+            raise RuntimeError("planted, after start_response")
+        except RuntimeError:
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")],
+                           sys.exc_info())  # fmt: skip
+        return _Answer([b"the error page"])
+    if path == "/long":
         start_response("200 OK", [("Content-Type", "application/octet-stream")])
-        return _Answer(_stream(count))
+        return _Answer(_long(int(query.partition("=")[2])))
+    if path == "/file":
+        offset = int(query.partition("=")[2] or 0)
+        size = os.path.getsize(SOURCE) - offset
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(size))])
+        wrapper = environ["wsgi.file_wrapper"]
+        return wrapper(_ClosingFile(offset))  # type: ignore[no-any-return]
     if path == "/write":
         write = start_response("200 OK", [("Content-Type", "text/plain")])
         write(b"written ")
         return _Answer([b"returned"])
-    content = json.dumps(_closes if path == "/closes" else _shown(environ)).encode()
+    if path == "/file-reads":
+        content = json.dumps(len(_file_reads)).encode()
+    else:
+        content = json.dumps(_closes if path == "/closes" else _shown(environ)).encode()
     headers = [("Content-Type", "application/json"), ("Content-Length", str(len(content)))]
     start_response("200 OK", headers)
-    return _Answer([content], counted=path != "/closes")
+    return _Answer([content], counted=path not in ("/closes", "/file-reads"))
 
 
 def _refuse(path: str) -> tuple[int, list[tuple[str, str]], bytes]:
