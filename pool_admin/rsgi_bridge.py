@@ -13,14 +13,14 @@ costs no thread and can be given up:
   from "at the limit", as it does for a chunked body); a declared ``Content-Length`` over
   ``body_limit`` is not read at all, and a body cut off or malformed is not taken: the
   application gets a body whose read fails (:class:`UnreadableBody`), so it refuses the
-  request (Django: 413 by the declared length, else 400) and can never misread a part;
+  request (the API: 413 by the declared length, else 400) and can never misread a part;
 * only then is the WSGI application called, on a pool of ``threads`` threads, with the body in
   memory: an application thread never waits on a client.
 
 The answer is collected whole on the application thread and handed to granian from there, or,
 for a whole file (``wsgi.file_wrapper``: whitenoise's static files), its path, which granian
-sends from disk; granian writes it out, so a client that does not read its answer holds no
-thread either.
+sends from disk (a part of a file, for a Range request, is read into memory like any answer).
+granian writes it out, so a client that does not read its answer holds no thread either.
 
 Bounds: one request at a time per connection (the launcher serves HTTP/1 only, ``--http 1``)
 and granian's ``--backpressure`` connections per worker (``launcher.WEB_BACKPRESSURE``) bound
@@ -38,6 +38,7 @@ import contextlib
 import io
 import os
 import queue
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -64,8 +65,9 @@ class RSGIProtocol(Protocol):
 
 class UnreadableBody(io.RawIOBase):
     """A body the application must not take for a whole one: declared over the limit (not
-    read), cut off, or malformed. Reading it fails as reading a broken socket does, so Django
-    refuses it (a 413 by its length, else a 400) and no application can misread a part."""
+    read), cut off, or malformed. Reading it fails as reading a broken socket does, so the
+    application refuses it (the API: 413 by the declared length, else 400) and no application
+    can misread a part."""
 
     def __init__(self, why: str) -> None:
         self.why = why
@@ -80,8 +82,9 @@ class UnreadableBody(io.RawIOBase):
 class FileWrapper:
     """``wsgi.file_wrapper`` (PEP 3333): an answer that is a file. When it is a whole regular
     file on disk, granian sends it from there (read 128 KiB at a time, as the client takes
-    them), so a large static file is never held in memory; otherwise it is read like any
-    answer. Django uses it for ``FileResponse`` (whitenoise's static files)."""
+    them), so a large static file is never held in memory; otherwise (a part of a file, for a
+    Range request) it is read like any answer. Django uses it for ``FileResponse``
+    (whitenoise's static files)."""
 
     def __init__(self, filelike: Any, block_size: int = 8192) -> None:
         self.filelike = filelike
@@ -92,14 +95,22 @@ class FileWrapper:
             yield block
 
     def whole_file(self) -> str | None:
-        """The file's path when the answer is all of a regular file, else None (a part of one,
-        or something that is not a file)."""
-        name = getattr(self.filelike, "name", None)
-        try:
-            whole = isinstance(name, str) and self.filelike.tell() == 0 and os.path.isfile(name)
-        except (OSError, ValueError, AttributeError):
+        """The file's path when the answer is all of a regular file opened from that path, else
+        None. Only a plain binary file object counts (not one that decodes, as ``GzipFile``
+        does, nor a temporary file gone once closed), read from its start, and the path must
+        still name the file it has open (same device and inode)."""
+        filelike = self.filelike
+        if type(filelike) not in (io.BufferedReader, io.FileIO):  # a subclass may read otherwise
             return None
-        return name if whole else None
+        try:
+            name = filelike.name
+            if not isinstance(name, str) or filelike.tell() != 0:
+                return None
+            opened, named = os.fstat(filelike.fileno()), os.stat(name)
+        except (OSError, ValueError):
+            return None
+        same = (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
+        return os.path.abspath(name) if same and stat.S_ISREG(opened.st_mode) else None
 
     def close(self) -> None:
         close = getattr(self.filelike, "close", None)
@@ -185,7 +196,6 @@ def environ_of(scope: Any, body: io.RawIOBase | io.BytesIO) -> dict[str, Any]:
         "REMOTE_ADDR": client_host.strip("[]"),
         "REMOTE_PORT": client_port,
         "SERVER_SOFTWARE": "Granian",
-        "HTTP_HOST": scope.authority or "",
         "wsgi.version": (1, 0),
         "wsgi.url_scheme": scope.scheme,
         "wsgi.input": body,
@@ -209,6 +219,7 @@ def environ_of(scope: Any, body: io.RawIOBase | io.BytesIO) -> dict[str, Any]:
                 separator = ";" if key == "HTTP_COOKIE" else ","
                 value = environ[key] + separator + value
         environ[key] = value
+    environ.setdefault("HTTP_HOST", scope.authority or "")
     return environ
 
 
@@ -303,14 +314,17 @@ class WSGIBridge:
         """On an application thread: the application's answer, collected whole and sent from
         here (granian takes an answer from any thread, so the client does not wait for the
         event loop to wake), then closed. Nothing is sent before the application has returned
-        its last chunk, so ``start_response`` with ``exc_info`` may always replace the status
-        and headers (PEP 3333), and an error while the answer is made is granian's 500."""
+        its last chunk, so ``start_response`` with ``exc_info`` replaces the status and headers
+        until a part of the answer has been made (then it raises, PEP 3333), and an error while
+        the answer is made is granian's 500."""
         started: list[Any] = []
         chunks: list[bytes] = []
 
         def start_response(status: str, headers: Headers, exc_info: Any = None) -> Any:
             if started and exc_info is None:
                 raise AssertionError("start_response called again without exc_info")
+            if exc_info is not None and any(chunks):  # PEP 3333: the headers count as sent
+                raise exc_info[1].with_traceback(exc_info[2])
             started[:] = [int(status[:3]), headers]
             return chunks.append  # WSGI's write()
 

@@ -3,11 +3,14 @@
 runs the project's, with a 1 s body deadline and a 1,000-byte body limit.
 
 * ``/long?chunks=N``: N chunks of 64 KiB, empty chunks between;
-* ``/file``: this module's own source through ``wsgi.file_wrapper``; ``/file?from=K``: from byte
-  K on (a part of the file, which the bridge reads itself);
+* ``/file``: this module's own source through ``wsgi.file_wrapper``; ``?from=K``: from byte K on
+  (a part of the file, which the bridge reads itself); ``?counted``: a file object of another
+  type, whose reads ``/file-reads`` counts (the bridge reads it itself too); ``/file-replaced``:
+  a file whose path names another file by the time the answer is sent;
 * ``/write``: the answer's first part through WSGI's ``write()``;
 * ``/raise``: an exception before ``start_response``; ``/raise-late``: one while the answer's
   chunks are made; ``/error-page``: ``start_response`` again with ``exc_info`` after an error;
+  ``/error-after-part``: the same once a part of the answer is made (it raises);
 * ``/closes``: the threads that closed each answer so far (its own not counted);
   ``/file-reads``: how many reads the bridge made of ``/file``'s files;
 * anything else: the environ's values (objects by their type's name), the body's length and a
@@ -17,11 +20,14 @@ runs the project's, with a 1 s body deadline and a 1,000-byte body limit.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from pool_admin.rsgi_bridge import WSGIBridge
@@ -50,30 +56,58 @@ class _Answer:
             _closes.append(threading.current_thread().name)
 
 
-class _ClosingFile:
-    """A file whose close is counted, as Django's FileResponse closes its file."""
+class _CountedReads(io.BufferedReader):
+    """A plain binary file whose reads are counted."""
 
-    def __init__(self, offset: int) -> None:
-        self.file = open(SOURCE, "rb")  # noqa: SIM115  (closed by the server, through close())
-        self.file.seek(offset)
-        self.name = self.file.name
+    def read(self, size: int | None = -1) -> bytes:
+        _file_reads.append(size or 0)
+        return super().read(size)
 
-    def read(self, size: int) -> bytes:
-        _file_reads.append(size)
-        return self.file.read(size)
 
-    def tell(self) -> int:
-        return self.file.tell()
+def _opened(offset: int, counted_type: bool) -> Any:
+    """This module's file, opened at ``offset``, closed as Django closes a FileResponse's file
+    (its ``close`` replaced by one that also counts); ``counted_type``: the reads are
+    counted, which makes it a file object of another type than ``open``'s."""
+    raw = io.FileIO(SOURCE, "rb")
+    file = _CountedReads(raw) if counted_type else io.BufferedReader(raw)
+    file.seek(offset)
+    plain_close = file.close
 
-    def close(self) -> None:
-        self.file.close()
+    def close() -> None:
+        plain_close()
         _closes.append(threading.current_thread().name)
+
+    file.close = close  # type: ignore[method-assign]
+    return file
 
 
 def _long(count: int) -> Iterator[bytes]:
     for _ in range(count):
         yield CHUNK
         yield b""
+
+
+def _replaced_file(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+    """A file opened, then another put at its path before the answer is sent: the answer is
+    the file opened, not what the path names by then."""
+    folder = tempfile.mkdtemp()
+    opened, other = os.path.join(folder, "opened"), os.path.join(folder, "other")
+    Path(opened).write_bytes(b"the file opened")
+    Path(other).write_bytes(b"another file")
+    file = open(opened, "rb")  # noqa: SIM115  (closed by the server, through the wrapper)
+    os.replace(other, opened)
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return environ["wsgi.file_wrapper"](file)
+
+
+def _error_after_part(start_response: Callable[..., Any]) -> Iterator[bytes]:
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    yield b"a first part"
+    try:
+        raise RuntimeError("planted, after a part of the answer")
+    except RuntimeError:
+        start_response("503 Service Unavailable", [], sys.exc_info())  # re-raises
+    yield b"never"
 
 
 def _late_error() -> Iterator[bytes]:
@@ -124,11 +158,16 @@ def wsgi_application(
         start_response("200 OK", [("Content-Type", "application/octet-stream")])
         return _Answer(_long(int(query.partition("=")[2])))
     if path == "/file":
-        offset = int(query.partition("=")[2] or 0)
+        options = dict(part.partition("=")[::2] for part in query.split("&") if part)
+        offset = int(options.get("from", 0))
         size = os.path.getsize(SOURCE) - offset
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", str(size))])
         wrapper = environ["wsgi.file_wrapper"]
-        return wrapper(_ClosingFile(offset))  # type: ignore[no-any-return]
+        return wrapper(_opened(offset, "counted" in options))  # type: ignore[no-any-return]
+    if path == "/file-replaced":
+        return _replaced_file(environ, start_response)
+    if path == "/error-after-part":
+        return _error_after_part(start_response)
     if path == "/write":
         write = start_response("200 OK", [("Content-Type", "text/plain")])
         write(b"written ")

@@ -116,10 +116,14 @@ def test_http_1_0_without_host_gets_an_empty_host_as_under_wsgi(bridge, plain_ws
     assert comparable(through_bridge) == comparable(through_wsgi)
 
 
-def test_an_absolute_url_without_host_gives_its_authority_as_under_wsgi(bridge, plain_wsgi):
+def test_an_absolute_url_gives_its_authority_only_without_a_host_as_under_wsgi(bridge, plain_wsgi):
     sent = request("GET", "http://example.test/x", version="1.0")
     through_bridge, through_wsgi = shown(bridge, sent), shown(plain_wsgi, sent)
     assert through_bridge["HTTP_HOST"] == through_wsgi["HTTP_HOST"] == "example.test"
+    for host in ("example.test", "other.test"):
+        sent = request("GET", "http://example.test/x", Host=host)
+        through_bridge, through_wsgi = shown(bridge, sent), shown(plain_wsgi, sent)
+        assert through_bridge["HTTP_HOST"] == through_wsgi["HTTP_HOST"] == host
 
 
 def test_a_header_name_with_an_underscore_is_dropped(bridge):
@@ -240,16 +244,33 @@ def test_a_long_answer_arrives_whole_and_is_closed_once_on_an_application_thread
     assert len(after) == len(before) + 1 and after[-1].startswith("wsgi_")
 
 
+def file_reads(port: int) -> int:
+    return int(json.loads(get(port, "/file-reads")[1]))
+
+
 def test_a_whole_file_is_sent_from_disk_and_a_part_of_one_is_read(bridge):
     source = Path(bridge_app.SOURCE).read_bytes()
     before = closes(bridge)
-    reads = json.loads(get(bridge, "/file-reads")[1])
     assert get(bridge, "/file") == (200, source)
-    assert json.loads(get(bridge, "/file-reads")[1]) == reads  # granian read it from disk
     assert get(bridge, "/file?from=100") == (200, source[100:])
-    assert json.loads(get(bridge, "/file-reads")[1]) > reads  # the bridge read the part
     after = closes(bridge)
     assert len(after) == len(before) + 2 and all(t.startswith("wsgi_") for t in after[-2:])
+
+
+def test_only_a_plain_file_object_read_from_its_start_is_sent_from_disk(bridge):
+    """A file object of another type may not give the file's bytes as they are on disk (a
+    GzipFile decodes them): it is read like any answer, as is a file read from an offset."""
+    source = Path(bridge_app.SOURCE).read_bytes()
+    reads = file_reads(bridge)
+    assert get(bridge, "/file?counted") == (200, source)
+    assert file_reads(bridge) > reads
+    reads = file_reads(bridge)
+    assert get(bridge, "/file?counted&from=100") == (200, source[100:])
+    assert file_reads(bridge) > reads
+
+
+def test_a_file_whose_path_names_another_file_by_now_is_sent_as_opened(bridge):
+    assert get(bridge, "/file-replaced") == (200, b"the file opened")
 
 
 def test_an_ordinary_answer_is_closed_once_on_the_thread_that_made_it(bridge):
@@ -273,3 +294,8 @@ def test_an_error_while_the_answer_is_made_is_a_500_not_a_short_200(bridge):
 
 def test_start_response_with_exc_info_replaces_the_answer_not_yet_sent(bridge):
     assert get(bridge, "/error-page") == (503, b"the error page")
+
+
+def test_start_response_with_exc_info_after_a_part_of_the_answer_raises_it(bridge):
+    """PEP 3333: once a part of the answer is made, the headers count as sent."""
+    assert get(bridge, "/error-after-part") == (500, b"")
