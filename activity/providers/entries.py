@@ -1,0 +1,105 @@
+"""One proxy as a provider response gives it, checked, and the reasons an entry is dropped.
+
+An adapter turns each entry of a response into a :class:`ProxyEntry` or a :class:`Dropped`
+reason; a response's entries are counted by reason (:class:`ParsedResponse`), never echoed:
+an entry can hold a password.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from activity.hosts import normalize_host
+
+#: Protocols a proxy of the pool may speak (the pool's ``protocol`` filter).
+PROTOCOLS = frozenset({"http", "https", "socks5"})
+#: The longest username or password taken from a vendor.
+MAX_CREDENTIAL_LENGTH = 256
+
+
+class DropReason(StrEnum):
+    """Why an entry of a response was not taken (the counts a fetch reports)."""
+
+    BAD_HOST = "bad_host"
+    BAD_PORT = "bad_port"
+    BAD_CREDENTIAL = "bad_credential"
+    BAD_EXPIRY = "bad_expiry"
+    EXPIRED = "expired"
+    BAD_PROTOCOL = "bad_protocol"
+    MALFORMED = "malformed"  # not in the configured shape at all
+    TOO_LONG = "too_long"  # a line or field past its bound, not parsed
+    OVER_CAP = "over_cap"  # past the most entries taken from one response
+
+
+class Dropped(Exception):
+    """An entry is not taken, for ``reason``. Raised inside an adapter, counted by it."""
+
+    def __init__(self, reason: DropReason) -> None:
+        super().__init__(reason.value)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyEntry:
+    """One proxy of a response: where it is, how to log in, until when it serves (UTC)."""
+
+    host: str
+    port: int
+    protocol: str
+    expires_at: datetime
+    username: str | None = None
+    password: str | None = None
+    region: str | None = None
+    carrier: str | None = None
+
+    def __repr__(self) -> str:  # never the password
+        login = "with login" if self.username is not None else "no login"
+        return (
+            f"ProxyEntry({self.protocol}://{self.host}:{self.port}, {login}, "
+            f"expires_at={self.expires_at.isoformat()})"
+        )
+
+
+@dataclass(slots=True)
+class ParsedResponse:
+    """The entries taken from one response, and the count of those dropped, by reason."""
+
+    entries: list[ProxyEntry] = field(default_factory=list)
+    dropped: Counter[DropReason] = field(default_factory=Counter)
+
+
+def checked_host(value: object) -> str:
+    try:
+        return normalize_host(value)
+    except ValueError:
+        raise Dropped(DropReason.BAD_HOST) from None
+
+
+def checked_port(value: object) -> int:
+    """A TCP port 1-65535 from an int or a string of digits (vendors give both)."""
+    if isinstance(value, bool):
+        raise Dropped(DropReason.BAD_PORT)
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 5:
+        value = int(value)
+    if not isinstance(value, int) or not 1 <= value <= 65535:
+        raise Dropped(DropReason.BAD_PORT)
+    return value
+
+
+def checked_credential(value: object) -> str | None:
+    """A username or password: None when absent or empty, else printable and bounded."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > MAX_CREDENTIAL_LENGTH or not value.isprintable():
+        raise Dropped(DropReason.BAD_CREDENTIAL)
+    return value
+
+
+def checked_protocol(value: object) -> str:
+    protocol = value.lower() if isinstance(value, str) else None
+    if protocol not in PROTOCOLS:
+        raise Dropped(DropReason.BAD_PROTOCOL)
+    return protocol

@@ -1,0 +1,142 @@
+"""Text responses: one proxy per line, in one of the shapes vendors use.
+
+``host:port``, ``host:port:user:pass``, ``user:pass@host:port`` and ``host:port,SECONDS`` (seconds
+left, Kuaidaili ``f_et=1`` and Juliang ``ip_remain=1``); an IPv6 host goes in brackets. A body
+whose first line is ``ERROR(code): message`` is the vendor's error (Kuaidaili's text form).
+Each line is parsed or dropped by its reason; at most ``max_entries`` are taken and the lines
+after them are counted as :data:`DropReason.OVER_CAP` without being parsed. A body that is not
+UTF-8 is a :class:`MalformedResponse` and nothing of it is taken.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from activity.providers.entries import (
+    Dropped,
+    DropReason,
+    ParsedResponse,
+    ProxyEntry,
+    checked_credential,
+    checked_host,
+    checked_port,
+    checked_protocol,
+)
+from activity.providers.errors import MalformedResponse, NextStep, VendorError
+from activity.providers.expiry import ExpiryForm, ExpiryRule
+
+#: The longest line parsed (host 253, port, user and password 256 each, seconds).
+MAX_LINE = 800
+_ERROR = re.compile(r"ERROR\((-?\w{1,32})\)\s*:?\s*(.*)", re.DOTALL)
+
+
+class LineFormat(StrEnum):
+    HOST_PORT = "host:port"
+    HOST_PORT_USER_PASS = "host:port:user:pass"  # noqa: S105  (a shape's name, not a password)
+    USER_PASS_AT_HOST_PORT = "user:pass@host:port"  # noqa: S105
+    HOST_PORT_SECONDS = "host:port,seconds"
+
+
+@dataclass(frozen=True, slots=True)
+class TextFormat:
+    """How one upstream's text responses read: the shape of a line, the protocol its proxies
+    speak, their expiry, the most entries taken from one response, and what the vendor's error
+    codes mean (an unknown code: retry later)."""
+
+    line: LineFormat
+    protocol: str
+    expiry: ExpiryRule
+    max_entries: int
+    vendor_codes: Mapping[str, NextStep] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.line, LineFormat):
+            raise ValueError(f"line must be one of {', '.join(LineFormat)}")
+        checked_protocol(self.protocol)
+        if self.line is LineFormat.HOST_PORT_SECONDS and self.expiry.form not in (
+            ExpiryForm.SECONDS_LEFT,
+            ExpiryForm.NONE,
+        ):
+            raise ValueError("host:port,seconds lines give seconds left: use seconds_left")
+        if not 1 <= self.max_entries <= 100_000:
+            raise ValueError("max_entries must be 1 to 100000")
+
+    def parse(self, body: bytes, sent_at: datetime) -> ParsedResponse:
+        """The entries of ``body``, a response to a request sent at ``sent_at``."""
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise MalformedResponse("the text response is not UTF-8") from None
+        lines = [line.strip() for line in text.splitlines()]
+        lines = [line for line in lines if line]
+        if lines and (error := _ERROR.fullmatch(lines[0])):
+            code, message = error.groups()
+            raise VendorError(code, message, self.vendor_codes.get(code, NextStep.RETRY_LATER))
+        parsed = ParsedResponse()
+        for number, line in enumerate(lines):
+            if len(parsed.entries) == self.max_entries:
+                parsed.dropped[DropReason.OVER_CAP] += len(lines) - number
+                break
+            try:
+                parsed.entries.append(self._entry(line, sent_at))
+            except Dropped as dropped:
+                parsed.dropped[dropped.reason] += 1
+        return parsed
+
+    def _entry(self, line: str, sent_at: datetime) -> ProxyEntry:
+        if len(line) > MAX_LINE:
+            raise Dropped(DropReason.TOO_LONG)
+        username = password = seconds = None
+        if self.line is LineFormat.HOST_PORT:
+            host, port = split_host_port(line)
+        elif self.line is LineFormat.HOST_PORT_SECONDS:
+            address, _, seconds = line.partition(",")
+            host, port = split_host_port(address.strip())
+            seconds = seconds.strip()
+        elif self.line is LineFormat.USER_PASS_AT_HOST_PORT:
+            login, at, address = line.rpartition("@")
+            if not at:
+                raise Dropped(DropReason.MALFORMED)
+            username, _, password = login.partition(":")
+            host, port = split_host_port(address)
+        else:
+            host, port, username, password = _host_port_user_pass(line)
+        return ProxyEntry(
+            host=checked_host(host),
+            port=checked_port(port),
+            protocol=self.protocol,
+            expires_at=self.expiry.expires_at(seconds or None, sent_at),
+            username=checked_credential(username),
+            password=checked_credential(password),
+        )
+
+
+def split_host_port(text: str) -> tuple[str, str]:
+    """``host:port`` or ``[ipv6]:port`` into its two parts (not yet checked)."""
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if not rest.startswith(":"):
+            raise Dropped(DropReason.MALFORMED)
+        return host, rest[1:]
+    host, colon, port = text.rpartition(":")
+    if not colon or ":" in host:  # an IPv6 host without brackets cannot be told from its port
+        raise Dropped(DropReason.MALFORMED)
+    return host, port
+
+
+def _host_port_user_pass(line: str) -> tuple[str, str, str, str]:
+    """``host:port:user:pass``; the password may hold ``:``, the username may not."""
+    if line.startswith("["):
+        host, _, rest = line[1:].partition("]")
+        parts = rest.split(":", 3)
+        if len(parts) != 4 or parts[0]:
+            raise Dropped(DropReason.MALFORMED)
+        return host, parts[1], parts[2], parts[3]
+    parts = line.split(":", 3)
+    if len(parts) != 4:
+        raise Dropped(DropReason.MALFORMED)
+    return parts[0], parts[1], parts[2], parts[3]

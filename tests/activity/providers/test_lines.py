@@ -1,0 +1,168 @@
+"""Text responses (activity/providers/lines.py), from the shapes in
+../shared/research/providers.md: Kuaidaili ``getdps`` text with ``f_et=1``, Juliang
+``postpay/getips`` with ``ip_remain=1``, and the plain and login-carrying line forms."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from activity.providers import (
+    DropReason,
+    ExpiryForm,
+    ExpiryRule,
+    LineFormat,
+    MalformedResponse,
+    NextStep,
+    TextFormat,
+    VendorError,
+)
+
+SENT = datetime(2026, 12, 1, 4, 0, 0, tzinfo=UTC)
+TEN_MINUTES = timedelta(minutes=10)
+
+
+def text_format(line: LineFormat, *, max_entries: int = 100, **codes: NextStep) -> TextFormat:
+    form = ExpiryForm.SECONDS_LEFT if line is LineFormat.HOST_PORT_SECONDS else ExpiryForm.NONE
+    return TextFormat(
+        line=line,
+        protocol="http",
+        expiry=ExpiryRule(form, TEN_MINUTES),
+        max_entries=max_entries,
+        vendor_codes=codes,
+    )
+
+
+def test_kuaidaili_and_juliang_lines_with_seconds_left():
+    body = b"113.74.108.51:16816,175\r\n49.87.220.109:18745,92\r\n114.98.162.2:48581,281\r\n"
+    parsed = text_format(LineFormat.HOST_PORT_SECONDS).parse(body, SENT)
+    assert [(e.host, e.port, e.expires_at - SENT) for e in parsed.entries] == [
+        ("113.74.108.51", 16816, timedelta(seconds=175)),
+        ("49.87.220.109", 18745, timedelta(seconds=92)),
+        ("114.98.162.2", 48581, timedelta(seconds=281)),
+    ]
+    assert not parsed.dropped
+    # Without the suffix (f_et=0) the upstream's lifetime applies.
+    plain = text_format(LineFormat.HOST_PORT_SECONDS).parse(b"113.74.108.51:16816", SENT)
+    assert plain.entries[0].expires_at == SENT + TEN_MINUTES
+
+
+def test_each_line_form_gives_host_port_and_login():
+    cases = {
+        LineFormat.HOST_PORT: b"Proxy.Example.com.:8080",
+        LineFormat.HOST_PORT_USER_PASS: b"10.0.0.1:3128:alice:pa:ss",
+        LineFormat.USER_PASS_AT_HOST_PORT: b"alice:p@ss@10.0.0.1:3128",
+    }
+    got = {line: text_format(line).parse(body, SENT).entries[0] for line, body in cases.items()}
+    assert (got[LineFormat.HOST_PORT].host, got[LineFormat.HOST_PORT].port) == (
+        "proxy.example.com",
+        8080,
+    )
+    assert got[LineFormat.HOST_PORT].username is None
+    pass_with_colon = got[LineFormat.HOST_PORT_USER_PASS]
+    assert (pass_with_colon.username, pass_with_colon.password) == ("alice", "pa:ss")
+    at_in_password = got[LineFormat.USER_PASS_AT_HOST_PORT]
+    assert (at_in_password.host, at_in_password.username, at_in_password.password) == (
+        "10.0.0.1",
+        "alice",
+        "p@ss",
+    )
+
+
+def test_an_ipv6_host_is_taken_in_brackets_only():
+    fmt = text_format(LineFormat.HOST_PORT)
+    parsed = fmt.parse(b"[2001:DB8::1]:8080\n2001:db8::1:8080\n", SENT)
+    assert [(e.host, e.port) for e in parsed.entries] == [("2001:db8::1", 8080)]
+    assert parsed.dropped == {DropReason.MALFORMED: 1}
+    login = text_format(LineFormat.HOST_PORT_USER_PASS).parse(b"[::1]:1080:u:p", SENT)
+    assert (login.entries[0].host, login.entries[0].port) == ("::1", 1080)
+
+
+def test_bad_lines_are_dropped_and_counted_by_reason_and_the_rest_taken():
+    body = "\n".join(
+        [
+            "10.0.0.1:8080,60",
+            "10.0.0.2:0,60",  # port 0
+            "10.0.0.3:65536,60",  # port too large
+            "10.0.0.4:80a,60",
+            "bad host!:8080,60",
+            "http://10.0.0.5:8080,60",  # a scheme is not a host
+            "10.0.0.6:8080,0",  # expired when sent
+            "10.0.0.7:8080,soon",
+            "10.0.0.8",  # no port
+            "x" * 900 + ":80",  # past the line bound
+            "",
+            "   ",
+            "10.0.0.9:8080,60",
+        ]
+    ).encode()
+    parsed = text_format(LineFormat.HOST_PORT_SECONDS).parse(body, SENT)
+    assert [e.host for e in parsed.entries] == ["10.0.0.1", "10.0.0.9"]
+    assert parsed.dropped == {
+        DropReason.BAD_PORT: 3,
+        DropReason.BAD_HOST: 1,
+        DropReason.MALFORMED: 2,
+        DropReason.EXPIRED: 1,
+        DropReason.BAD_EXPIRY: 1,
+        DropReason.TOO_LONG: 1,
+    }
+
+
+def test_a_login_that_is_not_printable_or_too_long_drops_the_entry():
+    fmt = text_format(LineFormat.USER_PASS_AT_HOST_PORT)
+    body = "u:p\x07w@10.0.0.1:80\n" + "u:" + "p" * 300 + "@10.0.0.2:80\nu:@10.0.0.3:80"
+    parsed = fmt.parse(body.encode(), SENT)
+    assert parsed.dropped == {DropReason.BAD_CREDENTIAL: 2}
+    assert [(e.host, e.username, e.password) for e in parsed.entries] == [("10.0.0.3", "u", None)]
+
+
+def test_at_most_max_entries_are_taken_and_the_rest_counted_unparsed():
+    body = "\n".join(f"10.0.{i // 250}.{i % 250 + 1}:8080" for i in range(1000)).encode()
+    parsed = text_format(LineFormat.HOST_PORT, max_entries=100).parse(body, SENT)
+    assert len(parsed.entries) == 100
+    assert parsed.dropped == {DropReason.OVER_CAP: 900}
+
+
+@given(st.lists(st.integers(min_value=1, max_value=65535), min_size=1, max_size=50))
+def test_every_well_formed_line_is_taken_in_order(ports):
+    body = "\r\n".join(f"10.1.1.1:{port}" for port in ports).encode()
+    parsed = text_format(LineFormat.HOST_PORT, max_entries=100).parse(body, SENT)
+    assert [e.port for e in parsed.entries] == ports and not parsed.dropped
+
+
+def test_an_error_body_is_the_vendors_error_with_its_next_step():
+    """Kuaidaili's text form: ``ERROR(code): msg``; the upstream maps codes to next steps."""
+    fmt = text_format(LineFormat.HOST_PORT, **{"-51": NextStep.BACK_OFF, "2": NextStep.DISABLE})
+    with pytest.raises(VendorError) as caught:
+        fmt.parse("ERROR(-51): 提取频率过快\r\n".encode(), SENT)
+    assert (caught.value.vendor_code, caught.value.next_step) == ("-51", NextStep.BACK_OFF)
+    assert caught.value.vendor_message == "提取频率过快"
+    with pytest.raises(VendorError) as caught:
+        fmt.parse(b"ERROR(2): order expired", SENT)
+    assert caught.value.next_step is NextStep.DISABLE
+    with pytest.raises(VendorError) as caught:  # an unknown code: retry at the next due time
+        fmt.parse(b"ERROR(7):\x1b[31m" + b"m" * 500, SENT)
+    assert caught.value.next_step is NextStep.RETRY_LATER
+    assert "\x1b" not in str(caught.value) and len(caught.value.vendor_message) == 200
+
+
+def test_a_body_that_is_not_utf8_is_malformed_and_nothing_is_taken():
+    with pytest.raises(MalformedResponse):
+        text_format(LineFormat.HOST_PORT).parse(b"10.0.0.1:8080\n\xff\xfe", SENT)
+
+
+def test_an_entrys_repr_never_shows_its_password():
+    entry = text_format(LineFormat.HOST_PORT_USER_PASS).parse(b"10.0.0.1:80:u:s3cret", SENT)
+    assert "s3cret" not in repr(entry.entries[0]) and "s3cret" not in repr(entry)
+
+
+def test_a_format_that_cannot_read_its_lines_is_refused():
+    with pytest.raises(ValueError, match="seconds_left"):
+        TextFormat(
+            LineFormat.HOST_PORT_SECONDS, "http", ExpiryRule(ExpiryForm.ISO_8601, TEN_MINUTES), 10
+        )
+    with pytest.raises(ValueError, match="max_entries"):
+        text_format(LineFormat.HOST_PORT, max_entries=0)
