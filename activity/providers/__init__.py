@@ -9,18 +9,25 @@ nothing. Fetching (HTTP, credentials, budgets) and writing to the pool are the r
 from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
 from activity.providers.errors import MalformedResponse, NextStep, ProviderError, VendorError
 from activity.providers.expiry import ExpiryForm, ExpiryRule
+from activity.providers.json_api import EntryFields, JsonFormat
 from activity.providers.lines import LineFormat, TextFormat
+from activity.providers.presets import PRESETS, Preset, UpstreamOptions
 
 __all__ = [
+    "PRESETS",
     "DropReason",
+    "EntryFields",
     "ExpiryForm",
     "ExpiryRule",
+    "JsonFormat",
     "LineFormat",
     "MalformedResponse",
     "NextStep",
     "ParsedResponse",
+    "Preset",
     "ProviderError",
     "ProxyEntry",
     "TextFormat",
+    "UpstreamOptions",
     "VendorError",
 ]

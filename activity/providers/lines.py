@@ -82,12 +82,13 @@ class TextFormat:
                 parsed.dropped[DropReason.OVER_CAP] += len(lines) - number
                 break
             try:
-                parsed.entries.append(self._entry(line, sent_at))
+                parsed.entries.append(self.parse_line(line, sent_at))
             except Dropped as dropped:
                 parsed.dropped[dropped.reason] += 1
         return parsed
 
-    def _entry(self, line: str, sent_at: datetime) -> ProxyEntry:
+    def parse_line(self, line: str, sent_at: datetime) -> ProxyEntry:
+        """One line's entry; :class:`Dropped` with the reason it is not taken."""
         if len(line) > MAX_LINE:
             raise Dropped(DropReason.TOO_LONG)
         username = password = seconds = None

@@ -1,0 +1,126 @@
+"""The JSON adapter's rules (activity/providers/json_api.py), on two vendor shapes (Kuaidaili's
+getdps, Webshare's list); every preset's own shape is in test_presets.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from activity.providers import (
+    DropReason,
+    EntryFields,
+    ExpiryForm,
+    ExpiryRule,
+    JsonFormat,
+    LineFormat,
+    MalformedResponse,
+    VendorError,
+)
+from activity.providers.presets import PRESETS, UpstreamOptions
+
+SENT = datetime(2026, 12, 1, 4, 0, 0, tzinfo=UTC)  # 12:00 in Beijing
+LIFETIME = timedelta(minutes=10)
+
+
+def body(document: object) -> bytes:
+    return json.dumps(document, ensure_ascii=False).encode()
+
+
+KUAIDAILI = PRESETS["kuaidaili_getdps_json"].format(UpstreamOptions("http", LIFETIME, 100))
+WEBSHARE = PRESETS["webshare_list"].format(UpstreamOptions("http", LIFETIME, 100))
+
+
+def json_format(list_path: str, form: ExpiryForm = ExpiryForm.NONE, **shape: Any) -> JsonFormat:
+    """A JSON format for HTTP proxies, at most 10 entries a response."""
+    expiry = ExpiryRule(form, LIFETIME)
+    return JsonFormat(list_path=list_path, protocol="http", expiry=expiry, max_entries=10, **shape)
+
+
+def test_an_address_field_stands_for_host_and_port():
+    fields = EntryFields(host=None, port=None, address="proxy", expiry="ttl")
+    fmt = json_format("data", ExpiryForm.SECONDS_LEFT, fields=fields)
+    parsed = fmt.parse(body({"data": [{"proxy": "1.2.3.4:80", "ttl": 60}, {"proxy": 5}]}), SENT)
+    assert [(e.host, e.port) for e in parsed.entries] == [("1.2.3.4", 80)]
+    assert parsed.dropped == {DropReason.MALFORMED: 1}
+
+
+def test_a_body_that_is_not_json_or_has_no_list_is_malformed():
+    for bad in (
+        b"<html>502 Bad Gateway</html>",
+        b"[" * 100_000,
+        b'{"code": 0, "data": {"proxy_list": 5}}',
+    ):
+        with pytest.raises(MalformedResponse):
+            KUAIDAILI.parse(bad, SENT)
+
+
+def test_no_list_at_all_is_no_entries():
+    """Kuaidaili answers code 0 with an empty data when nothing is left to extract."""
+    assert KUAIDAILI.parse(body({"code": 0, "msg": "", "data": ""}), SENT).entries == []
+
+
+def test_at_most_max_entries_are_taken_and_the_rest_counted():
+    document = {
+        "code": 0,
+        "data": {"proxy_list": [f"10.0.0.{i % 250 + 1}:80,60" for i in range(1000)]},
+    }
+    small = json_format(
+        "data.proxy_list", ExpiryForm.SECONDS_LEFT, string_entries=LineFormat.HOST_PORT_SECONDS
+    )
+    parsed = small.parse(body(document), SENT)
+    assert len(parsed.entries) == 10 and parsed.dropped == {DropReason.OVER_CAP: 990}
+
+
+def test_entries_of_the_wrong_kind_or_with_bad_fields_are_dropped_by_reason():
+    document = {
+        "results": [
+            "1.2.3.4:80",  # a string where objects are expected
+            {"proxy_address": "1.2.3.4", "port": "80", "username": 7},  # a login that is not text
+            {"proxy_address": "1.2.3.4", "port": True},  # a bool is not a port
+            {"proxy_address": "1.2.3.4", "port": 80, "country_code": "x" * 65},
+            {"proxy_address": "1.2.3.4", "port": "81"},  # ports as strings are taken
+        ]
+    }
+    parsed = WEBSHARE.parse(body(document), SENT)
+    assert [e.port for e in parsed.entries] == [81]
+    assert parsed.dropped == {
+        DropReason.MALFORMED: 1,
+        DropReason.BAD_CREDENTIAL: 1,
+        DropReason.BAD_PORT: 1,
+        DropReason.TOO_LONG: 1,
+    }
+
+
+def test_a_format_without_host_and_port_paths_is_refused():
+    with pytest.raises(ValueError, match="host and port"):
+        EntryFields(host=None)
+
+
+def test_success_may_be_a_json_true():
+    """Zhima's envelope also says ``"success": true``; JSON's ``true``, not Python's ``True``."""
+    by_flag = json_format("data", success_path="success", success_value="true")
+    entry = {"ip": "1.2.3.4", "port": 80}
+    assert len(by_flag.parse(body({"success": True, "data": [entry]}), SENT).entries) == 1
+    for refused in (False, "false", None):
+        with pytest.raises(VendorError):
+            by_flag.parse(body({"success": refused, "data": [entry]}), SENT)
+
+
+def test_a_protocol_read_per_entry_goes_through_the_vendors_names():
+    fields = EntryFields(protocol="protocol", protocols={"socks": "socks5"})
+    per_entry = json_format("items", fields=fields)
+    items = [
+        {"ip": "1.2.3.4", "port": 80, "protocol": "HTTP"},
+        {"ip": "1.2.3.5", "port": 1080, "protocol": "SOCKS"},
+        {"ip": "1.2.3.6", "port": 21, "protocol": "FTP"},
+        {"ip": "1.2.3.7", "port": 80, "protocol": 5},
+    ]
+    parsed = per_entry.parse(body({"items": items}), SENT)
+    assert [(e.host, e.protocol) for e in parsed.entries] == [
+        ("1.2.3.4", "http"),
+        ("1.2.3.5", "socks5"),
+    ]
+    assert parsed.dropped == {DropReason.BAD_PROTOCOL: 2}
