@@ -1,0 +1,109 @@
+"""One vendor request through a real socket (activity/providers/fetch.py): the answer within
+its bounds, every fault a typed error naming neither the URL nor a header."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+
+from activity.clock import ManualClock
+from activity.providers import NextStep
+from activity.providers.fetch import (
+    CompressedAnswer,
+    FetchFailed,
+    FetchLimits,
+    HttpStatusError,
+    ResponseTooLarge,
+    fetch,
+)
+from tests.harness.vendor_server import OK_BODY, vendor_server
+
+LIMITS = FetchLimits(connect_timeout=1, read_timeout=0.5, total_timeout=1.5, max_bytes=100_000)
+SENT = datetime(2026, 12, 1, 4, 0, tzinfo=UTC)
+SECRET = "k3y-s3cr3t"
+
+
+@pytest.fixture(scope="module")
+def vendor():
+    with vendor_server() as base, httpx.Client() as client:
+        yield base, client
+
+
+def get(vendor, path: str, limits: FetchLimits = LIMITS, **options):
+    base, client = vendor
+    return fetch(client, f"{base}{path}", clock=ManualClock(SENT), limits=limits, **options)
+
+
+def test_an_answer_with_its_status_body_and_the_moment_it_was_sent(vendor):
+    got = get(vendor, "/ok")
+    assert (got.status, got.body, got.sent_at) == (200, OK_BODY, SENT)
+
+
+def test_the_request_carries_its_query_and_headers_and_asks_for_no_compression(vendor):
+    got = get(vendor, "/echo", params={"num": "5"}, headers={"X-Key": SECRET})
+    shown = json.loads(got.body)
+    assert shown["query"] == {"num": "5"} and shown["headers"]["X-Key"] == SECRET
+    assert shown["headers"]["Accept-Encoding"] == "identity"
+
+
+@pytest.mark.parametrize(
+    ("status", "step"),
+    [(500, NextStep.RETRY_LATER), (503, NextStep.RETRY_LATER), (429, NextStep.BACK_OFF),
+     (403, NextStep.DISABLE), (401, NextStep.DISABLE), (404, NextStep.RETRY_LATER)],
+)  # fmt: skip
+def test_an_http_error_status_is_typed_with_its_next_step(vendor, status, step):
+    with pytest.raises(HttpStatusError) as caught:
+        get(vendor, f"/status/{status}?key={SECRET}")
+    assert (caught.value.status, caught.value.next_step) == (status, step)
+    assert SECRET not in str(caught.value)
+
+
+def test_an_answer_that_trickles_is_cut_off_by_the_total_timeout(vendor):
+    started = time.monotonic()
+    with pytest.raises(FetchFailed) as caught:
+        get(vendor, f"/trickle?key={SECRET}")
+    took = time.monotonic() - started
+    assert LIMITS.total_timeout <= took < LIMITS.total_timeout + LIMITS.read_timeout + 0.5
+    assert SECRET not in str(caught.value) and caught.value.__cause__ is None
+
+
+def test_an_endless_answer_is_cut_off_at_max_bytes(vendor):
+    with pytest.raises(ResponseTooLarge):
+        get(vendor, "/endless")
+
+
+def test_a_declared_length_over_max_bytes_is_refused_before_reading(vendor):
+    started = time.monotonic()
+    with pytest.raises(ResponseTooLarge):
+        get(vendor, "/declared-huge")
+    assert time.monotonic() - started < LIMITS.read_timeout
+
+
+def test_a_compressed_answer_is_refused(vendor):
+    with pytest.raises(CompressedAnswer):
+        get(vendor, "/gzip")
+
+
+def test_a_vendor_that_never_answers_fails_after_the_read_timeout(vendor):
+    started = time.monotonic()
+    with pytest.raises(FetchFailed) as caught:
+        get(vendor, f"/silent?key={SECRET}")
+    assert time.monotonic() - started < LIMITS.read_timeout + 0.5
+    assert SECRET not in str(caught.value) and caught.value.__cause__ is None
+
+
+def test_a_vendor_that_cannot_be_reached_is_typed_without_the_url(vendor):
+    _, client = vendor
+    with pytest.raises(FetchFailed) as caught:  # nothing listens on port 9 of loopback
+        fetch(client, f"http://127.0.0.1:9/{SECRET}", clock=ManualClock(SENT), limits=LIMITS)
+    assert SECRET not in str(caught.value) and caught.value.__cause__ is None
+
+
+def test_limits_out_of_their_bounds_are_refused():
+    for bad in ({"read_timeout": 0}, {"total_timeout": 301}, {"max_bytes": 0}):
+        with pytest.raises(ValueError):
+            FetchLimits(**bad)  # type: ignore[arg-type]

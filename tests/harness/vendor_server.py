@@ -1,0 +1,93 @@
+"""A local HTTP server that answers as a misbehaving vendor would, for fetch tests: a real
+socket, a real HTTP exchange, each fault on its own path.
+
+* ``/ok``: a small JSON answer; ``/echo``: the request's query and headers as JSON;
+* ``/status/N``: HTTP status N;
+* ``/trickle``: ``Content-Length: 1000``, then a byte every 0.1 s;
+* ``/endless``: a chunked answer of 64 KiB chunks until the client goes;
+* ``/declared-huge``: ``Content-Length`` of 200 MB, then a few bytes and a pause;
+* ``/gzip``: a gzip-compressed answer, whatever the client asked;
+* ``/silent``: the request read, then no answer for 5 s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
+
+OK_BODY = b'{"code": 0, "data": {"proxy_list": ["10.0.0.1:8080,60"]}}'
+
+
+class _Vendor(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+    def _send(self, status: int, body: bytes, **headers: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path)
+        with contextlib.suppress(OSError):
+            if path.path == "/ok":
+                self._send(200, OK_BODY, Content_Type="application/json")
+            elif path.path == "/echo":
+                shown = {"query": dict(parse_qsl(path.query)), "headers": dict(self.headers)}
+                self._send(200, json.dumps(shown).encode())
+            elif path.path.startswith("/status/"):
+                self._send(int(path.path.rsplit("/", 1)[1]), b"{}")
+            elif path.path == "/gzip":
+                self._send(200, gzip.compress(OK_BODY), Content_Encoding="gzip")
+            elif path.path == "/trickle":
+                self._stream_head(Content_Length="1000")
+                for _ in range(1000):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            elif path.path == "/endless":
+                self._stream_head(Transfer_Encoding="chunked")
+                chunk = b"y" * 65536
+                while True:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            elif path.path == "/declared-huge":
+                self._stream_head(Content_Length=str(200 * 1024 * 1024))
+                self.wfile.write(b"z" * 10)
+                self.wfile.flush()
+                time.sleep(5)
+            elif path.path == "/silent":
+                time.sleep(5)
+            else:
+                self._send(404, b"{}")
+
+    def _stream_head(self, **headers: str) -> None:
+        self.send_response(200)
+        for name, value in headers.items():
+            self.send_header(name.replace("_", "-"), value)
+        self.end_headers()
+        self.wfile.flush()
+
+
+@contextlib.contextmanager
+def vendor_server() -> Iterator[str]:
+    """The base URL of a vendor server on a free loopback port, for the block's duration."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Vendor)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
