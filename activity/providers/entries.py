@@ -7,6 +7,7 @@ an entry can hold a password.
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +30,7 @@ class DropReason(StrEnum):
     BAD_EXPIRY = "bad_expiry"
     EXPIRED = "expired"
     BAD_PROTOCOL = "bad_protocol"
+    INVALID = "invalid"  # the vendor itself marks the proxy as not working
     MALFORMED = "malformed"  # not in the configured shape at all
     TOO_LONG = "too_long"  # a line or field past its bound, not parsed
     OVER_CAP = "over_cap"  # past the most entries taken from one response
@@ -71,11 +73,25 @@ class ParsedResponse:
     dropped: Counter[DropReason] = field(default_factory=Counter)
 
 
-def checked_host(value: object) -> str:
+def checked_host(value: object, allow_local: bool = False) -> str:
+    """A host in its normal form. An address that is not global (loopback, private, link-local,
+    multicast, unspecified) or a ``localhost`` name is refused unless ``allow_local``: vendor
+    APIs are often plain HTTP, and an answer changed on its way must not turn the pool's
+    proxies into a way to reach this network (the demo's local proxies allow it)."""
     try:
-        return normalize_host(value)
+        host = normalize_host(value)
     except ValueError:
         raise Dropped(DropReason.BAD_HOST) from None
+    if allow_local:
+        return host
+    try:
+        address = ipaddress.ip_address(host)
+        local = not address.is_global or address.is_multicast
+    except ValueError:
+        local = host == "localhost" or host.endswith(".localhost")
+    if local:
+        raise Dropped(DropReason.BAD_HOST)
+    return host
 
 
 def checked_port(value: object) -> int:
@@ -96,6 +112,14 @@ def checked_credential(value: object) -> str | None:
     if not isinstance(value, str) or len(value) > MAX_CREDENTIAL_LENGTH or not value.isprintable():
         raise Dropped(DropReason.BAD_CREDENTIAL)
     return value
+
+
+def checked_login(username: object, password: object) -> tuple[str | None, str | None]:
+    """A username and password, both or neither (a password alone logs in as nobody)."""
+    login = checked_credential(username), checked_credential(password)
+    if login[0] is None and login[1] is not None:
+        raise Dropped(DropReason.BAD_CREDENTIAL)
+    return login
 
 
 def checked_protocol(value: object) -> str:

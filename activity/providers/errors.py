@@ -42,7 +42,7 @@ class VendorError(ProviderError):
     code = "vendor_error"
 
     def __init__(self, vendor_code: str, message: str, next_step: NextStep) -> None:
-        self.vendor_code = vendor_code[:32]
+        self.vendor_code = clean_message(vendor_code)[:32]
         self.vendor_message = clean_message(message)
         self.next_step = next_step
         super().__init__(f"vendor error {self.vendor_code}: {self.vendor_message}")
@@ -51,5 +51,6 @@ class VendorError(ProviderError):
 def clean_message(message: str) -> str:
     """A vendor's message as an error may hold it: printable characters, at most
     :data:`MAX_VENDOR_MESSAGE` of them."""
-    printable = "".join(ch if ch.isprintable() else " " for ch in message)
+    head = message[: MAX_VENDOR_MESSAGE * 4]  # bounded work for a message of any length
+    printable = "".join(ch if ch.isprintable() else " " for ch in head)
     return " ".join(printable.split())[:MAX_VENDOR_MESSAGE]

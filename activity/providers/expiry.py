@@ -26,9 +26,11 @@ from activity.providers.entries import Dropped, DropReason
 MAX_EXPIRY_TEXT = 64
 #: The furthest an expiry may lie after the request (vendors' longest plans are a year).
 MAX_LIFETIME = timedelta(days=3660)
-_LOCAL = re.compile(r"(\d{4})[-/](\d{1,2})[-/](\d{1,2})[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2}))?")
-_DAY_FIRST = re.compile(r"(\d{1,2})\.(\d{1,2})\.(\d{4})")
-_YEAR_FIRST = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_LOCAL = re.compile(
+    r"(\d{4})[-/](\d{1,2})[-/](\d{1,2})[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2}))?", re.ASCII
+)
+_DAY_FIRST = re.compile(r"(\d{1,2})\.(\d{1,2})\.(\d{4})", re.ASCII)
+_YEAR_FIRST = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})", re.ASCII)
 
 
 class ExpiryForm(StrEnum):
@@ -52,6 +54,8 @@ class ExpiryRule:
     def __post_init__(self) -> None:
         if not isinstance(self.form, ExpiryForm):
             raise ValueError(f"form must be one of {', '.join(ExpiryForm)}")
+        if not isinstance(self.default_lifetime, timedelta) or not isinstance(self.zone, str):
+            raise ValueError("default_lifetime must be a timedelta and zone a string")
         if not timedelta(0) < self.default_lifetime <= MAX_LIFETIME:
             raise ValueError("default_lifetime must be positive and at most 3660 days")
         try:
@@ -62,6 +66,8 @@ class ExpiryRule:
     def expires_at(self, value: object, sent_at: datetime) -> datetime:
         """The entry's expiry (UTC) from its field ``value`` (None: the entry has none), for a
         request sent at ``sent_at`` (aware)."""
+        if sent_at.tzinfo is None:
+            raise ValueError("sent_at must be timezone-aware")
         if value is None or value == "" or self.form is ExpiryForm.NONE:
             expiry = sent_at + self.default_lifetime
         else:
@@ -99,8 +105,13 @@ class ExpiryRule:
         if match is None:
             raise ValueError("not a date-time")
         year, month, day, hour, minute, second = (int(part or 0) for part in match.groups())
-        # fold=0: in the hour a clock repeats, the earlier instant (the expiry is never late).
-        return datetime(year, month, day, hour, minute, second, tzinfo=ZoneInfo(self.zone))
+        zone = ZoneInfo(self.zone)
+        # The earlier instant, so the expiry is never late: fold=0 in the hour a clock repeats;
+        # in the hour it skips (a time that never shows), fold=1, the offset after the change.
+        wall = datetime(year, month, day, hour, minute, second, tzinfo=zone)
+        if wall.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != wall.replace(tzinfo=None):
+            wall = wall.replace(fold=1)
+        return wall
 
     def _end_of_day(self, text: str) -> datetime:
         if match := _DAY_FIRST.fullmatch(text):

@@ -23,14 +23,19 @@ from activity.providers.entries import (
     DropReason,
     ParsedResponse,
     ProxyEntry,
-    checked_credential,
     checked_host,
+    checked_login,
     checked_port,
     checked_protocol,
 )
-from activity.providers.errors import MalformedResponse, NextStep, VendorError
+from activity.providers.errors import (
+    MAX_VENDOR_MESSAGE,
+    MalformedResponse,
+    NextStep,
+    VendorError,
+)
 from activity.providers.expiry import ExpiryRule
-from activity.providers.lines import LineFormat, TextFormat, split_host_port
+from activity.providers.lines import MAX_BODY, LineFormat, TextFormat, split_host_port
 
 #: The longest text field read of an entry (region, carrier; hosts and logins have their own).
 MAX_LABEL = 64
@@ -53,6 +58,12 @@ class EntryFields:
     carrier: str | None = None
     protocol: str | None = None
     protocols: Mapping[str, str] = field(default_factory=dict)
+    #: The port's path for a protocol, when the vendor gives one port per protocol
+    #: (Proxy-Seller's ``port_http`` and ``port_socks``); else ``port``.
+    port_by_protocol: Mapping[str, str] = field(default_factory=dict)
+    #: A field the vendor sets to ``true`` for a working proxy (Webshare's ``valid``): an entry
+    #: without it true is dropped as :data:`DropReason.INVALID`.
+    valid: str | None = None
 
     def __post_init__(self) -> None:
         if self.address is None and (self.host is None or self.port is None):
@@ -77,28 +88,42 @@ class JsonFormat:
     error_code_path: str | None = None
     error_message_path: str | None = None
     vendor_codes: Mapping[str, NextStep] = field(default_factory=dict)
+    #: Next steps by a word of the vendor's message, before its code (Proxy-Seller answers 503
+    #: for a bad key and for its rate limit alike).
+    vendor_messages: Mapping[str, NextStep] = field(default_factory=dict)
+    #: Take loopback and private addresses (the demo's local proxies); refused otherwise.
+    allow_local_hosts: bool = False
 
     def __post_init__(self) -> None:
         checked_protocol(self.protocol)
-        if not 1 <= self.max_entries <= 100_000:
+        if not isinstance(self.max_entries, int) or not 1 <= self.max_entries <= 100_000:
             raise ValueError("max_entries must be 1 to 100000")
         if self.string_entries is not None:  # the line shape's own checks
-            TextFormat(self.string_entries, self.protocol, self.expiry, self.max_entries)
+            self._lines()
+
+    def _lines(self) -> TextFormat:
+        assert self.string_entries is not None
+        return TextFormat(
+            self.string_entries, self.protocol, self.expiry, self.max_entries,
+            allow_local_hosts=self.allow_local_hosts,
+        )  # fmt: skip
 
     def parse(self, body: bytes, sent_at: datetime) -> ParsedResponse:
+        if len(body) > MAX_BODY:
+            raise MalformedResponse(f"the response is over {MAX_BODY:,} bytes")
         try:
             document = json.loads(body)
         except (ValueError, RecursionError):
             raise MalformedResponse("the response is not JSON") from None
         self._raise_unless_success(document)
-        entries = value_at(document, self.list_path)
+        entries = value_at(document, self.list_path, _MISSING)
+        if entries is _MISSING:
+            raise MalformedResponse(f"the response has no {self.list_path!r}")
         if entries is None or entries == "":
-            entries = []  # some vendors send no list for "none available"
+            entries = []  # the list is there and empty: Kuaidaili's "data": "" when none is left
         if not isinstance(entries, list):
             raise MalformedResponse(f"{self.list_path!r} is not a list")
-        lines = None
-        if self.string_entries is not None:
-            lines = TextFormat(self.string_entries, self.protocol, self.expiry, self.max_entries)
+        lines = self._lines() if self.string_entries is not None else None
         parsed = ParsedResponse()
         for number, entry in enumerate(entries):
             if len(parsed.entries) == self.max_entries:
@@ -118,8 +143,13 @@ class JsonFormat:
         code = as_text(value_at(document, self.error_code_path)) if self.error_code_path else None
         message = value_at(document, self.error_message_path) if self.error_message_path else None
         code = code or "unknown"
+        message = message if isinstance(message, str) else ""
         next_step = self.vendor_codes.get(code, NextStep.RETRY_LATER)
-        raise VendorError(code, message if isinstance(message, str) else "", next_step)
+        for word, step in self.vendor_messages.items():
+            if word.lower() in message[: MAX_VENDOR_MESSAGE * 4].lower():
+                next_step = step
+                break
+        raise VendorError(code, message, next_step)
 
     def _entry(self, entry: object, lines: TextFormat | None, sent_at: datetime) -> ProxyEntry:
         if isinstance(entry, str) and lines is not None:
@@ -127,20 +157,27 @@ class JsonFormat:
         if not isinstance(entry, dict):
             raise Dropped(DropReason.MALFORMED)
         paths = self.fields
+        if paths.valid is not None and value_at(entry, paths.valid) is not True:
+            raise Dropped(DropReason.INVALID)
+        protocol = self._protocol(entry)
         if paths.address is not None:
             address = value_at(entry, paths.address)
-            if not isinstance(address, str):
+            if not isinstance(address, str) or "://" in address:
                 raise Dropped(DropReason.MALFORMED)
             host, port = split_host_port(address.strip())
         else:
-            host, port = value_at(entry, paths.host), value_at(entry, paths.port)
+            port_path = paths.port_by_protocol.get(protocol, paths.port)
+            host, port = value_at(entry, paths.host), value_at(entry, port_path)
+        username, password = checked_login(
+            value_at(entry, paths.username), value_at(entry, paths.password)
+        )
         return ProxyEntry(
-            host=checked_host(host),
+            host=checked_host(host, self.allow_local_hosts),
             port=checked_port(port),
-            protocol=self._protocol(entry),
+            protocol=protocol,
             expires_at=self.expiry.expires_at(value_at(entry, paths.expiry), sent_at),
-            username=checked_credential(value_at(entry, paths.username)),
-            password=checked_credential(value_at(entry, paths.password)),
+            username=username,
+            password=password,
             region=_label(value_at(entry, paths.region)),
             carrier=_label(value_at(entry, paths.carrier)),
         )
@@ -154,20 +191,23 @@ class JsonFormat:
         return checked_protocol(self.fields.protocols.get(value.lower(), value.lower()))
 
 
-def value_at(document: object, path: str | None) -> Any:
-    """The value at a dotted ``path`` (list indices as numbers), None when any step is absent."""
+def value_at(document: object, path: str | None, absent: Any = None) -> Any:
+    """The value at a dotted ``path`` (list indices as numbers), ``absent`` when any step is
+    not there."""
     if path is None:
-        return None
+        return absent
     value = document
     for step in path.split("."):
+        if value is None or value == "":  # the vendor sent nothing here: empty, not absent
+            return None
         if isinstance(value, dict):
             value = value.get(step, _MISSING)
         elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
             value = value[int(step)]
         else:
-            return None
+            return absent
         if value is _MISSING:
-            return None
+            return absent
     return value
 
 

@@ -4,12 +4,15 @@
 left, Kuaidaili ``f_et=1`` and Juliang ``ip_remain=1``); an IPv6 host goes in brackets. A body
 whose first line is ``ERROR(code): message`` is the vendor's error (Kuaidaili's text form).
 Each line is parsed or dropped by its reason; at most ``max_entries`` are taken and the lines
-after them are counted as :data:`DropReason.OVER_CAP` without being parsed. A body that is not
+after them are counted as :data:`DropReason.OVER_CAP` without being parsed. Lines are read
+one at a time from a body of at most :data:`MAX_BODY` bytes. A body that is not
 UTF-8 is a :class:`MalformedResponse` and nothing of it is taken.
 """
 
 from __future__ import annotations
 
+import io
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,8 +24,8 @@ from activity.providers.entries import (
     DropReason,
     ParsedResponse,
     ProxyEntry,
-    checked_credential,
     checked_host,
+    checked_login,
     checked_port,
     checked_protocol,
 )
@@ -31,6 +34,9 @@ from activity.providers.expiry import ExpiryForm, ExpiryRule
 
 #: The longest line parsed (host 253, port, user and password 256 each, seconds).
 MAX_LINE = 800
+#: The largest body parsed (fetch.py reads at most its max_bytes, 64 MiB at the most).
+MAX_BODY = 64 * 1024 * 1024
+_IPV6 = re.compile(r"\[[0-9A-Fa-f:.]+\]:")  # a line's bracketed host, not a JSON list
 _ERROR = re.compile(r"ERROR\((-?\w{1,32})\)\s*:?\s*(.*)", re.DOTALL)
 
 
@@ -52,6 +58,8 @@ class TextFormat:
     expiry: ExpiryRule
     max_entries: int
     vendor_codes: Mapping[str, NextStep] = field(default_factory=dict)
+    #: Take loopback and private addresses (the demo's local proxies); refused otherwise.
+    allow_local_hosts: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.line, LineFormat):
@@ -62,35 +70,51 @@ class TextFormat:
             ExpiryForm.NONE,
         ):
             raise ValueError("host:port,seconds lines give seconds left: use seconds_left")
-        if not 1 <= self.max_entries <= 100_000:
+        if not isinstance(self.max_entries, int) or not 1 <= self.max_entries <= 100_000:
             raise ValueError("max_entries must be 1 to 100000")
 
     def parse(self, body: bytes, sent_at: datetime) -> ParsedResponse:
-        """The entries of ``body``, a response to a request sent at ``sent_at``."""
+        """The entries of ``body``, a response to a request sent at ``sent_at``.
+
+        A body that is not lines of proxies at all (JSON, an HTML error page, lines none of
+        which has the configured shape) is a :class:`MalformedResponse`, not a response whose
+        every entry was dropped."""
+        if len(body) > MAX_BODY:
+            raise MalformedResponse(f"the text response is over {MAX_BODY:,} bytes")
         try:
-            text = body.decode("utf-8")
+            text = body.decode("utf-8-sig")  # a byte order mark is not part of the first line
         except UnicodeDecodeError:
             raise MalformedResponse("the text response is not UTF-8") from None
-        lines = [line.strip() for line in text.splitlines()]
-        lines = [line for line in lines if line]
-        if lines and (error := _ERROR.fullmatch(lines[0])):
+        lines = (line.strip() for line in io.StringIO(text, newline=None))  # \n, \r\n, \r
+        first = next((line for line in lines if line), None)
+        if first is None:
+            return ParsedResponse()
+        if error := _ERROR.fullmatch(first[:MAX_LINE]):
             code, message = error.groups()
             raise VendorError(code, message, self.vendor_codes.get(code, NextStep.RETRY_LATER))
+        if first.startswith(("{", "<")) or (first.startswith("[") and not _IPV6.match(first)):
+            raise MalformedResponse("the text response is JSON or HTML, not lines")
         parsed = ParsedResponse()
-        for number, line in enumerate(lines):
+        for line in itertools.chain((first,), lines):
+            if not line:
+                continue
             if len(parsed.entries) == self.max_entries:
-                parsed.dropped[DropReason.OVER_CAP] += len(lines) - number
-                break
+                parsed.dropped[DropReason.OVER_CAP] += 1
+                continue
             try:
                 parsed.entries.append(self.parse_line(line, sent_at))
             except Dropped as dropped:
                 parsed.dropped[dropped.reason] += 1
+        if not parsed.entries and set(parsed.dropped) == {DropReason.MALFORMED}:
+            raise MalformedResponse("no line of the text response has the configured shape")
         return parsed
 
     def parse_line(self, line: str, sent_at: datetime) -> ProxyEntry:
         """One line's entry; :class:`Dropped` with the reason it is not taken."""
         if len(line) > MAX_LINE:
             raise Dropped(DropReason.TOO_LONG)
+        if "://" in line:  # a URL: its scheme would read as a login
+            raise Dropped(DropReason.MALFORMED)
         username = password = seconds = None
         if self.line is LineFormat.HOST_PORT:
             host, port = split_host_port(line)
@@ -106,13 +130,14 @@ class TextFormat:
             host, port = split_host_port(address)
         else:
             host, port, username, password = _host_port_user_pass(line)
+        username, password = checked_login(username, password)
         return ProxyEntry(
-            host=checked_host(host),
+            host=checked_host(host, self.allow_local_hosts),
             port=checked_port(port),
             protocol=self.protocol,
             expires_at=self.expiry.expires_at(seconds or None, sent_at),
-            username=checked_credential(username),
-            password=checked_credential(password),
+            username=username,
+            password=password,
         )
 
 

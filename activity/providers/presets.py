@@ -45,8 +45,10 @@ _THORDATA: Mapping[str, NextStep] = {
     "114": NextStep.RETRY_LATER,
     **dict.fromkeys(("117", "118", "121"), NextStep.DISABLE),
 }
-#: Proxy-Seller: 503 is the key, the caller's IP or the request limit; 22002 a bad type.
-_PROXY_SELLER: Mapping[str, NextStep] = {"503": NextStep.BACK_OFF, "22002": NextStep.DISABLE}
+#: Proxy-Seller: 503 is a bad key, a caller's IP not allowed, or the request limit (told apart
+#: by the message); 22002 a bad type.
+_PROXY_SELLER: Mapping[str, NextStep] = {"503": NextStep.DISABLE, "22002": NextStep.DISABLE}
+_PROXY_SELLER_MESSAGES: Mapping[str, NextStep] = {"request limit": NextStep.BACK_OFF}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,8 @@ class UpstreamOptions:
     default_lifetime: timedelta
     max_entries: int
     zone: str | None = None
+    #: Take loopback and private proxy addresses (the demo provider's local proxies).
+    allow_local_hosts: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +84,10 @@ def _json(form: ExpiryForm, **shape: Any) -> Builder:
 
     def build(o: UpstreamOptions, zone: str) -> Format:
         expiry = ExpiryRule(form, o.default_lifetime, zone)
-        return JsonFormat(protocol=o.protocol, max_entries=o.max_entries, expiry=expiry, **shape)
+        return JsonFormat(
+            protocol=o.protocol, max_entries=o.max_entries, expiry=expiry,
+            allow_local_hosts=o.allow_local_hosts, **shape,
+        )  # fmt: skip
 
     return build
 
@@ -90,7 +97,10 @@ def _seconds_lines(codes: Mapping[str, NextStep]) -> Builder:
 
     def build(o: UpstreamOptions, zone: str) -> Format:
         expiry = ExpiryRule(ExpiryForm.SECONDS_LEFT, o.default_lifetime, zone)
-        return TextFormat(LineFormat.HOST_PORT_SECONDS, o.protocol, expiry, o.max_entries, codes)
+        return TextFormat(
+            LineFormat.HOST_PORT_SECONDS, o.protocol, expiry, o.max_entries, codes,
+            allow_local_hosts=o.allow_local_hosts,
+        )  # fmt: skip
 
     return build
 
@@ -120,14 +130,16 @@ _XIEQU_JSON = _json(
 _WEBSHARE_LIST = _json(
     ExpiryForm.NONE, list_path="results",
     fields=EntryFields(host="proxy_address", username="username", password="password",  # noqa: S106
-                       region="country_code"),
+                       region="country_code", valid="valid"),
 )  # fmt: skip
 _PROXY_SELLER_LIST = _json(
     ExpiryForm.DATE_ONLY, list_path="data.items",
-    fields=EntryFields(port="port_http", username="login", password="password",  # noqa: S106
+    fields=EntryFields(port="port_http", port_by_protocol={"socks5": "port_socks"},
+                       username="login", password="password",  # noqa: S106
                        expiry="date_end", region="country"),
     success_path="status", success_value="success", error_code_path="errors.0.code",
     error_message_path="errors.0.message", vendor_codes=_PROXY_SELLER,
+    vendor_messages=_PROXY_SELLER_MESSAGES,
 )  # fmt: skip
 _THORDATA_ISP = _json(
     ExpiryForm.UNIX_SECONDS, list_path="data",
@@ -142,6 +154,7 @@ PRESETS: Mapping[str, Preset] = {
     for preset in (
         Preset("kuaidaili_getdps_json", "Kuaidaili getdps, JSON, f_et=1", "Asia/Shanghai",
                _KUAIDAILI_JSON),
+        # Text presets read one proxy per line: ask Kuaidaili for sep=1 (\r\n) or 2 (\n).
         Preset("kuaidaili_getdps_text", "Kuaidaili getdps, text, f_et=1", "Asia/Shanghai",
                _seconds_lines(_KUAIDAILI)),
         Preset("juliang_postpay_text", "Juliang postpay/getips, text, ip_remain=1",

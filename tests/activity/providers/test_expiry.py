@@ -137,3 +137,30 @@ def test_a_rule_with_an_unknown_zone_or_a_bad_lifetime_is_refused():
         ExpiryRule(ExpiryForm.NONE, timedelta(0))
     with pytest.raises(ValueError, match="form"):
         ExpiryRule("seconds", FIVE_MINUTES)  # type: ignore[arg-type]
+
+
+def test_in_the_hour_a_clock_skips_the_earlier_instant_is_taken():
+    """2026-03-08 02:30 never shows in New York: read with the offset after the change (EDT),
+    it is before 03:00, as it would be on the clock."""
+    sent = datetime(2026, 3, 8, 0, tzinfo=UTC)
+    new_york = ExpiryRule(ExpiryForm.LOCAL_DATETIME, FIVE_MINUTES, "America/New_York")
+    gap = new_york.expires_at("2026-03-08 02:30:00", sent)
+    assert gap == datetime(2026, 3, 8, 6, 30, tzinfo=UTC)
+    assert gap < new_york.expires_at("2026-03-08 03:00:00", sent)
+
+
+def test_dates_in_other_digits_are_not_dates():
+    arabic_indic = str.maketrans("0123456789", "".join(chr(0x660 + d) for d in range(10)))
+    local = "2026-12-01 12:25:00".translate(arabic_indic)
+    assert dropped(ExpiryForm.LOCAL_DATETIME, local) is DropReason.BAD_EXPIRY
+    assert (
+        dropped(ExpiryForm.DATE_ONLY, "15.12.2026".translate(arabic_indic)) is DropReason.BAD_EXPIRY
+    )
+
+
+def test_a_request_time_without_a_zone_and_rules_of_the_wrong_types_are_refused():
+    with pytest.raises(ValueError, match="sent_at"):
+        rule(ExpiryForm.NONE).expires_at(None, SENT.replace(tzinfo=None))
+    for bad in ({"default_lifetime": 5}, {"zone": 5}):
+        with pytest.raises(ValueError):
+            ExpiryRule(**{"form": ExpiryForm.NONE, "default_lifetime": FIVE_MINUTES, **bad})  # type: ignore[arg-type]

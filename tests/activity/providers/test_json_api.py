@@ -57,15 +57,19 @@ def test_a_body_that_is_not_json_or_has_no_list_is_malformed():
             KUAIDAILI.parse(bad, SENT)
 
 
-def test_no_list_at_all_is_no_entries():
+def test_an_empty_list_is_no_entries_and_an_absent_one_is_malformed():
     """Kuaidaili answers code 0 with an empty data when nothing is left to extract."""
     assert KUAIDAILI.parse(body({"code": 0, "msg": "", "data": ""}), SENT).entries == []
+    assert KUAIDAILI.parse(body({"code": 0, "data": {"proxy_list": None}}), SENT).entries == []
+    for absent in ({"code": 0}, {"code": 0, "data": {"count": 0}}):
+        with pytest.raises(MalformedResponse):
+            KUAIDAILI.parse(body(absent), SENT)
 
 
 def test_at_most_max_entries_are_taken_and_the_rest_counted():
     document = {
         "code": 0,
-        "data": {"proxy_list": [f"10.0.0.{i % 250 + 1}:80,60" for i in range(1000)]},
+        "data": {"proxy_list": [f"11.0.0.{i % 250 + 1}:80,60" for i in range(1000)]},
     }
     small = json_format(
         "data.proxy_list", ExpiryForm.SECONDS_LEFT, string_entries=LineFormat.HOST_PORT_SECONDS
@@ -78,10 +82,15 @@ def test_entries_of_the_wrong_kind_or_with_bad_fields_are_dropped_by_reason():
     document = {
         "results": [
             "1.2.3.4:80",  # a string where objects are expected
-            {"proxy_address": "1.2.3.4", "port": "80", "username": 7},  # a login that is not text
-            {"proxy_address": "1.2.3.4", "port": True},  # a bool is not a port
-            {"proxy_address": "1.2.3.4", "port": 80, "country_code": "x" * 65},
-            {"proxy_address": "1.2.3.4", "port": "81"},  # ports as strings are taken
+            {
+                "valid": True,
+                "proxy_address": "1.2.3.4",
+                "port": "80",
+                "username": 7,
+            },  # a login that is not text
+            {"valid": True, "proxy_address": "1.2.3.4", "port": True},  # a bool is not a port
+            {"valid": True, "proxy_address": "1.2.3.4", "port": 80, "country_code": "x" * 65},
+            {"valid": True, "proxy_address": "1.2.3.4", "port": "81"},  # ports as strings are taken
         ]
     }
     parsed = WEBSHARE.parse(body(document), SENT)

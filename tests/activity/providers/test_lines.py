@@ -53,8 +53,8 @@ def test_kuaidaili_and_juliang_lines_with_seconds_left():
 def test_each_line_form_gives_host_port_and_login():
     cases = {
         LineFormat.HOST_PORT: b"Proxy.Example.com.:8080",
-        LineFormat.HOST_PORT_USER_PASS: b"10.0.0.1:3128:alice:pa:ss",
-        LineFormat.USER_PASS_AT_HOST_PORT: b"alice:p@ss@10.0.0.1:3128",
+        LineFormat.HOST_PORT_USER_PASS: b"11.0.0.1:3128:alice:pa:ss",
+        LineFormat.USER_PASS_AT_HOST_PORT: b"alice:p@ss@11.0.0.1:3128",
     }
     got = {line: text_format(line).parse(body, SENT).entries[0] for line, body in cases.items()}
     assert (got[LineFormat.HOST_PORT].host, got[LineFormat.HOST_PORT].port) == (
@@ -66,7 +66,7 @@ def test_each_line_form_gives_host_port_and_login():
     assert (pass_with_colon.username, pass_with_colon.password) == ("alice", "pa:ss")
     at_in_password = got[LineFormat.USER_PASS_AT_HOST_PORT]
     assert (at_in_password.host, at_in_password.username, at_in_password.password) == (
-        "10.0.0.1",
+        "11.0.0.1",
         "alice",
         "p@ss",
     )
@@ -74,33 +74,33 @@ def test_each_line_form_gives_host_port_and_login():
 
 def test_an_ipv6_host_is_taken_in_brackets_only():
     fmt = text_format(LineFormat.HOST_PORT)
-    parsed = fmt.parse(b"[2001:DB8::1]:8080\n2001:db8::1:8080\n", SENT)
-    assert [(e.host, e.port) for e in parsed.entries] == [("2001:db8::1", 8080)]
+    parsed = fmt.parse(b"[2606:4700::1]:8080\n2606:4700::1:8080\n", SENT)
+    assert [(e.host, e.port) for e in parsed.entries] == [("2606:4700::1", 8080)]
     assert parsed.dropped == {DropReason.MALFORMED: 1}
-    login = text_format(LineFormat.HOST_PORT_USER_PASS).parse(b"[::1]:1080:u:p", SENT)
-    assert (login.entries[0].host, login.entries[0].port) == ("::1", 1080)
+    login = text_format(LineFormat.HOST_PORT_USER_PASS).parse(b"[2606:4700::1111]:1080:u:p", SENT)
+    assert (login.entries[0].host, login.entries[0].port) == ("2606:4700::1111", 1080)
 
 
 def test_bad_lines_are_dropped_and_counted_by_reason_and_the_rest_taken():
     body = "\n".join(
         [
-            "10.0.0.1:8080,60",
-            "10.0.0.2:0,60",  # port 0
-            "10.0.0.3:65536,60",  # port too large
-            "10.0.0.4:80a,60",
+            "11.0.0.1:8080,60",
+            "11.0.0.2:0,60",  # port 0
+            "11.0.0.3:65536,60",  # port too large
+            "11.0.0.4:80a,60",
             "bad host!:8080,60",
-            "http://10.0.0.5:8080,60",  # a scheme is not a host
-            "10.0.0.6:8080,0",  # expired when sent
-            "10.0.0.7:8080,soon",
-            "10.0.0.8",  # no port
+            "http://11.0.0.5:8080,60",  # a scheme is not a host
+            "11.0.0.6:8080,0",  # expired when sent
+            "11.0.0.7:8080,soon",
+            "11.0.0.8",  # no port
             "x" * 900 + ":80",  # past the line bound
             "",
             "   ",
-            "10.0.0.9:8080,60",
+            "11.0.0.9:8080,60",
         ]
     ).encode()
     parsed = text_format(LineFormat.HOST_PORT_SECONDS).parse(body, SENT)
-    assert [e.host for e in parsed.entries] == ["10.0.0.1", "10.0.0.9"]
+    assert [e.host for e in parsed.entries] == ["11.0.0.1", "11.0.0.9"]
     assert parsed.dropped == {
         DropReason.BAD_PORT: 3,
         DropReason.BAD_HOST: 1,
@@ -113,14 +113,14 @@ def test_bad_lines_are_dropped_and_counted_by_reason_and_the_rest_taken():
 
 def test_a_login_that_is_not_printable_or_too_long_drops_the_entry():
     fmt = text_format(LineFormat.USER_PASS_AT_HOST_PORT)
-    body = "u:p\x07w@10.0.0.1:80\n" + "u:" + "p" * 300 + "@10.0.0.2:80\nu:@10.0.0.3:80"
+    body = "u:p\x07w@11.0.0.1:80\n" + "u:" + "p" * 300 + "@11.0.0.2:80\nu:@11.0.0.3:80"
     parsed = fmt.parse(body.encode(), SENT)
     assert parsed.dropped == {DropReason.BAD_CREDENTIAL: 2}
-    assert [(e.host, e.username, e.password) for e in parsed.entries] == [("10.0.0.3", "u", None)]
+    assert [(e.host, e.username, e.password) for e in parsed.entries] == [("11.0.0.3", "u", None)]
 
 
 def test_at_most_max_entries_are_taken_and_the_rest_counted_unparsed():
-    body = "\n".join(f"10.0.{i // 250}.{i % 250 + 1}:8080" for i in range(1000)).encode()
+    body = "\n".join(f"11.0.{i // 250}.{i % 250 + 1}:8080" for i in range(1000)).encode()
     parsed = text_format(LineFormat.HOST_PORT, max_entries=100).parse(body, SENT)
     assert len(parsed.entries) == 100
     assert parsed.dropped == {DropReason.OVER_CAP: 900}
@@ -128,7 +128,7 @@ def test_at_most_max_entries_are_taken_and_the_rest_counted_unparsed():
 
 @given(st.lists(st.integers(min_value=1, max_value=65535), min_size=1, max_size=50))
 def test_every_well_formed_line_is_taken_in_order(ports):
-    body = "\r\n".join(f"10.1.1.1:{port}" for port in ports).encode()
+    body = "\r\n".join(f"11.1.1.1:{port}" for port in ports).encode()
     parsed = text_format(LineFormat.HOST_PORT, max_entries=100).parse(body, SENT)
     assert [e.port for e in parsed.entries] == ports and not parsed.dropped
 
@@ -151,11 +151,11 @@ def test_an_error_body_is_the_vendors_error_with_its_next_step():
 
 def test_a_body_that_is_not_utf8_is_malformed_and_nothing_is_taken():
     with pytest.raises(MalformedResponse):
-        text_format(LineFormat.HOST_PORT).parse(b"10.0.0.1:8080\n\xff\xfe", SENT)
+        text_format(LineFormat.HOST_PORT).parse(b"11.0.0.1:8080\n\xff\xfe", SENT)
 
 
 def test_an_entrys_repr_never_shows_its_password():
-    entry = text_format(LineFormat.HOST_PORT_USER_PASS).parse(b"10.0.0.1:80:u:s3cret", SENT)
+    entry = text_format(LineFormat.HOST_PORT_USER_PASS).parse(b"11.0.0.1:80:u:s3cret", SENT)
     assert "s3cret" not in repr(entry.entries[0]) and "s3cret" not in repr(entry)
 
 
@@ -166,3 +166,82 @@ def test_a_format_that_cannot_read_its_lines_is_refused():
         )
     with pytest.raises(ValueError, match="max_entries"):
         text_format(LineFormat.HOST_PORT, max_entries=0)
+
+
+def test_a_url_is_not_a_login_line():
+    """``http://alice:secret@host:port`` would read as user ``http``, password ``//alice:...``."""
+    fmt = text_format(LineFormat.USER_PASS_AT_HOST_PORT)
+    parsed = fmt.parse(b"http://alice:secret@1.2.3.4:8080\nalice:secret@1.2.3.4:8080", SENT)
+    assert [(e.username, e.password) for e in parsed.entries] == [("alice", "secret")]
+    assert parsed.dropped == {DropReason.MALFORMED: 1}
+
+
+def test_a_password_without_a_username_drops_the_entry():
+    for line, body in (
+        (LineFormat.HOST_PORT_USER_PASS, b"1.2.3.4:80::secret\n1.2.3.5:80:u:p"),
+        (LineFormat.USER_PASS_AT_HOST_PORT, b":secret@1.2.3.4:80\nu:p@1.2.3.5:80"),
+    ):
+        parsed = text_format(line).parse(body, SENT)
+        assert [e.host for e in parsed.entries] == ["1.2.3.5"]
+        assert parsed.dropped == {DropReason.BAD_CREDENTIAL: 1}
+
+
+def test_local_addresses_are_dropped_unless_the_upstream_allows_them():
+    hosts = [
+        "127.0.0.1",
+        "0.0.0.0",
+        "169.254.169.254",
+        "192.168.1.1",
+        "10.0.0.1",
+        "localhost",
+        "db.localhost",
+        "[::1]",
+        "224.0.0.1",
+        "255.255.255.255",
+    ]
+    body = "\n".join(f"{host}:8080" for host in [*hosts, "1.2.3.4"]).encode()
+    parsed = text_format(LineFormat.HOST_PORT).parse(body, SENT)
+    assert [e.host for e in parsed.entries] == ["1.2.3.4"]
+    assert parsed.dropped == {DropReason.BAD_HOST: len(hosts)}
+    expiry = ExpiryRule(ExpiryForm.NONE, TEN_MINUTES)
+    demo = TextFormat(LineFormat.HOST_PORT, "http", expiry, 100, allow_local_hosts=True)
+    assert len(demo.parse(body, SENT).entries) == len(hosts) + 1
+
+
+def test_a_body_that_is_not_lines_of_proxies_is_malformed_not_all_dropped():
+    fmt = text_format(LineFormat.HOST_PORT_SECONDS)
+    for body in (
+        b'{"code": -51, "msg": "too fast"}',
+        b"<html><body>502 Bad Gateway</body></html>",
+        b'["1.2.3.4:80"]',
+        b"Service temporarily unavailable\nplease retry",
+    ):
+        with pytest.raises(MalformedResponse):
+            fmt.parse(body, SENT)
+    # Lines of the right shape whose every entry is dropped are a response, not a malformed one.
+    assert fmt.parse(b"1.2.3.4:80,0\n1.2.3.5:0,60", SENT).dropped == {
+        DropReason.EXPIRED: 1,
+        DropReason.BAD_PORT: 1,
+    }
+
+
+def test_a_byte_order_mark_and_any_line_ending_are_read():
+    fmt = text_format(LineFormat.HOST_PORT_SECONDS, **{"-51": NextStep.BACK_OFF})
+    parsed = fmt.parse("\ufeff1.2.3.4:80,60\r1.2.3.5:80,60\r\n1.2.3.6:80,60\n".encode(), SENT)
+    assert [e.host for e in parsed.entries] == ["1.2.3.4", "1.2.3.5", "1.2.3.6"]
+    with pytest.raises(VendorError) as caught:
+        fmt.parse("\ufeffERROR(-51): x".encode(), SENT)
+    assert caught.value.next_step is NextStep.BACK_OFF
+
+
+def test_a_body_over_the_bound_is_malformed_before_it_is_read():
+    from activity.providers.lines import MAX_BODY
+
+    with pytest.raises(MalformedResponse, match="over"):
+        text_format(LineFormat.HOST_PORT).parse(b"1" * (MAX_BODY + 1), SENT)
+
+
+def test_a_vendor_code_and_message_cannot_forge_a_log_line():
+    with pytest.raises(VendorError) as caught:
+        text_format(LineFormat.HOST_PORT).parse(b"ERROR(-1): a\nb\x1b[31mc", SENT)
+    assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from activity.providers import DropReason, NextStep, VendorError
+from activity.providers import DropReason, MalformedResponse, NextStep, VendorError
 from activity.providers.presets import PRESETS, UpstreamOptions
 
 SENT = datetime(2026, 12, 1, 4, 0, 0, tzinfo=UTC)  # 12:00 in Beijing
@@ -24,8 +24,11 @@ def body(document: object) -> bytes:
     return json.dumps(document, ensure_ascii=False).encode()
 
 
-def test_there_are_at_least_five_presets_each_with_a_title_and_a_known_zone():
-    assert len(PRESETS) >= 5
+def test_the_eight_presets_each_with_a_title_and_a_known_zone():
+    assert set(PRESETS) == {
+        "kuaidaili_getdps_json", "kuaidaili_getdps_text", "juliang_postpay_text",
+        "zhima_getip_json", "xiequ_json", "webshare_list", "proxy_seller_list", "thordata_isp",
+    }  # fmt: skip
     for name, each in PRESETS.items():
         assert each.name == name and each.title
         each.format(UpstreamOptions("http", LIFETIME, 10))  # builds: its zone is known
@@ -107,8 +110,9 @@ def test_xiequ_trusts_code_not_its_success_string():
     document = {"code": 0, "success": "true", "data": [{"IP": "1.2.3.4", "Port": 5678}]}
     (entry,) = xiequ.parse(body(document), SENT).entries
     assert (entry.host, entry.port, entry.expires_at) == ("1.2.3.4", 5678, SENT + LIFETIME)
-    with pytest.raises(VendorError):
+    with pytest.raises(VendorError) as caught:
         xiequ.parse(body({"code": -1, "success": "true", "data": []}), SENT)
+    assert (caught.value.vendor_code, caught.value.next_step) == ("-1", NextStep.RETRY_LATER)
 
 
 def test_webshare_list_with_logins_and_no_expiry_and_a_residential_entry_without_address():
@@ -137,13 +141,16 @@ def test_webshare_list_with_logins_and_no_expiry_and_a_residential_entry_without
                 "valid": True,
                 "country_code": "US",
             },
+            {"id": "d-3", "proxy_address": "1.2.3.5", "port": 80, "valid": False},
         ],
     }
     parsed = preset("webshare_list").parse(body(document), SENT)
     assert [(e.host, e.username, e.password, e.region, e.expires_at) for e in parsed.entries] == [
         ("1.2.3.4", "u", "p", "US", SENT + LIFETIME)
     ]
-    assert parsed.dropped == {DropReason.BAD_HOST: 1}
+    assert parsed.dropped == {DropReason.BAD_HOST: 1, DropReason.INVALID: 1}
+    with pytest.raises(MalformedResponse):  # an answer without the list is not "none left"
+        preset("webshare_list").parse(body({"detail": "Invalid token."}), SENT)
 
 
 def test_proxy_seller_envelope_with_a_date_only_expiry_in_utc_or_the_upstreams_zone():
@@ -188,6 +195,16 @@ def test_proxy_seller_envelope_with_a_date_only_expiry_in_utc_or_the_upstreams_z
         preset("proxy_seller_list").parse(body(error), SENT)
     assert (caught.value.vendor_code, caught.value.next_step) == ("503", NextStep.BACK_OFF)
     assert caught.value.vendor_message == "Request limit reached"
+    bad_key = {
+        "status": "error",
+        "data": None,
+        "errors": [{"message": "Error api key", "code": 503}],
+    }
+    with pytest.raises(VendorError) as caught:
+        preset("proxy_seller_list").parse(body(bad_key), SENT)
+    assert caught.value.next_step is NextStep.DISABLE  # a revoked key alerts, it does not wait
+    (socks,) = preset("proxy_seller_list", "socks5").parse(body(document), SENT).entries
+    assert (socks.protocol, socks.port) == ("socks5", 12346)
 
 
 def test_thordata_isp_list_with_unix_seconds():
