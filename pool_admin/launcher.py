@@ -24,6 +24,7 @@ from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.localservices import (
     PostgresCluster,
     RedisServer,
+    cluster_datadir,
     create_database_if_missing,
     ensure_installed,
     is_loopback,
@@ -137,7 +138,8 @@ def start_services(run_dir: Path, started: list[RedisServer | PostgresCluster]) 
             raise LaunchError(
                 f"PostgreSQL at {redact_url(database_url)} does not answer (not loopback)"
             )
-        cluster = PostgresCluster(run_dir / "postgres", port=url_port(database_url, 5432))
+        datadir = cluster_datadir(run_dir)
+        cluster = PostgresCluster(datadir, port=url_port(database_url, 5432))
         started.append(cluster)  # appended first: a failed start may still leave a postmaster
         cluster.start()
         say(f"started postgres pid={cluster.pid} port={cluster.port} dir={cluster.datadir}")

@@ -10,11 +10,13 @@ CLI: ``python -m pool_admin.localservices install | status``.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import ipaddress
 import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -254,6 +256,44 @@ class RedisServer:
 
 
 # --- a private PostgreSQL -----------------------------------------------------------------
+
+#: Where a private cluster goes when the directory ``make run`` keeps its servers in is one the
+#: ``postgres`` OS user cannot enter (running as root from a home directory only its owner may
+#: enter: initdb, run as ``postgres``, could not reach it).
+SHARED_CLUSTERS = Path("/var/tmp/proxy-pool")  # noqa: S108  (checked: root's, root-writable only)
+
+
+def reachable_by_postgres(directory: Path) -> bool:
+    """True unless running as root and the ``postgres`` OS user cannot enter ``directory``."""
+    if os.geteuid() != 0:
+        return True
+    runuser = shutil.which("runuser", path=_SBIN_PATH) or "runuser"
+    done = subprocess.run(  # noqa: S603 - fixed argv
+        [runuser, "-u", "postgres", "--", "test", "-x", str(directory)],
+        capture_output=True,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def cluster_datadir(run_dir: Path, shared: Path = SHARED_CLUSTERS) -> Path:
+    """Where ``make run``'s private cluster for ``run_dir`` lives: ``run_dir/postgres``, or, when
+    the ``postgres`` user cannot enter ``run_dir``, a directory of this ``run_dir``'s own under
+    ``shared`` (named by a digest of its path, so each checkout keeps its own data), written in
+    ``run_dir/postgres.location``. ``shared`` must be root's and writable by root alone: the
+    cluster is chowned to ``postgres`` inside it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if reachable_by_postgres(run_dir):
+        return run_dir / "postgres"
+    shared.mkdir(mode=0o755, parents=True, exist_ok=True)
+    info = os.lstat(shared)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o022:
+        raise RuntimeError(f"{shared} must be a directory of root's that only root may write")
+    digest = hashlib.sha256(str(run_dir.resolve()).encode()).hexdigest()[:16]
+    home = shared / digest
+    home.mkdir(mode=0o755, exist_ok=True)
+    (run_dir / "postgres.location").write_text(f"{home / 'postgres'}\n")
+    return home / "postgres"
 
 
 class PostgresCluster:

@@ -1,5 +1,6 @@
 """Private Redis and PostgreSQL servers: real processes, started and stopped by the test."""
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -11,6 +12,7 @@ import redis
 from pool_admin.localservices import (
     PostgresCluster,
     RedisServer,
+    cluster_datadir,
     create_database_if_missing,
     ensure_installed,
     is_loopback,
@@ -87,3 +89,47 @@ def test_postgres_cluster_start_create_database_stop(traversable_dir):
         cluster.stop()
     assert cluster.pid is None
     assert not postgres_answers(cluster.url())
+
+
+def test_make_runs_cluster_starts_from_a_directory_only_its_owner_may_enter(traversable_dir):
+    """As root from a home directory of mode 0700, initdb (run as postgres) could not reach
+    ``.run/``: the cluster goes under a shared directory of root's instead, one per checkout,
+    and ``.run/postgres.location`` says where. Not as root, it stays in ``.run/``."""
+    home = traversable_dir / "home"
+    home.mkdir(mode=0o700)
+    run_dir = home / "proxy-pool" / ".run"
+    shared = traversable_dir / "shared"
+    datadir = cluster_datadir(run_dir, shared)
+    if os.geteuid() != 0:
+        assert datadir == run_dir / "postgres"
+        return
+    assert datadir.parent.parent == shared
+    assert (run_dir / "postgres.location").read_text().strip() == str(datadir)
+    assert cluster_datadir(run_dir, shared) == datadir  # the same place every run
+    other = cluster_datadir(home / "other-clone" / ".run", shared)
+    assert other != datadir
+    cluster = PostgresCluster(datadir, fast=True)
+    try:
+        cluster.start()
+        assert postgres_answers(cluster.url())
+    finally:
+        cluster.stop()
+    # A traversable run directory keeps its cluster: nothing moves for anyone else.
+    assert (
+        cluster_datadir(traversable_dir / ".run", shared) == traversable_dir / ".run" / "postgres"
+    )
+
+
+def test_a_shared_directory_another_user_may_write_is_refused(traversable_dir):
+    """Root chowns the cluster to postgres inside it: a directory others may write could have
+    the data directory swapped under it. (Not as root, nothing is moved, so nothing refused.)"""
+    home = traversable_dir / "home"
+    home.mkdir(mode=0o700)
+    shared = traversable_dir / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    if os.geteuid() != 0:
+        assert cluster_datadir(home / ".run", shared) == home / ".run" / "postgres"
+        return
+    with pytest.raises(RuntimeError, match="only root may write"):
+        cluster_datadir(home / ".run", shared)
