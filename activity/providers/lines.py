@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import itertools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -60,6 +60,9 @@ class TextFormat:
     vendor_codes: Mapping[str, NextStep] = field(default_factory=dict)
     #: Take loopback and private addresses (the demo's local proxies); refused otherwise.
     allow_local_hosts: bool = False
+    #: What stands between two proxies when it is not a line break (a vendor's ``sep`` option:
+    #: a space, ``|``, ``;``, ``,``...); None: line breaks.
+    separator: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.line, LineFormat):
@@ -72,6 +75,13 @@ class TextFormat:
             raise ValueError("host:port,seconds lines give seconds left: use seconds_left")
         if not isinstance(self.max_entries, int) or not 1 <= self.max_entries <= 100_000:
             raise ValueError("max_entries must be 1 to 100000")
+        if self.separator is not None and (
+            not isinstance(self.separator, str)
+            or not 1 <= len(self.separator) <= 4
+            or any(ch.isalnum() or ch in ":@[]." for ch in self.separator)
+            or (self.separator == "," and self.line is LineFormat.HOST_PORT_SECONDS)
+        ):
+            raise ValueError("separator must be 1-4 characters that no proxy line holds")
 
     def parse(self, body: bytes, sent_at: datetime) -> ParsedResponse:
         """The entries of ``body``, a response to a request sent at ``sent_at``.
@@ -85,7 +95,7 @@ class TextFormat:
             text = body.decode("utf-8-sig")  # a byte order mark is not part of the first line
         except UnicodeDecodeError:
             raise MalformedResponse("the text response is not UTF-8") from None
-        lines = (line.strip() for line in io.StringIO(text, newline=None))  # \n, \r\n, \r
+        lines = (line.strip() for line in self._pieces(text))
         first = next((line for line in lines if line), None)
         if first is None:
             return ParsedResponse()
@@ -108,6 +118,15 @@ class TextFormat:
         if not parsed.entries and set(parsed.dropped) == {DropReason.MALFORMED}:
             raise MalformedResponse("no line of the text response has the configured shape")
         return parsed
+
+    def _pieces(self, text: str) -> Iterator[str]:
+        """The body's proxies one at a time: its lines (``\n``, ``\r\n`` or ``\r``), each
+        split at ``separator`` when one is set."""
+        for line in io.StringIO(text, newline=None):
+            if self.separator is None:
+                yield line
+            else:
+                yield from line.split(self.separator)
 
     def parse_line(self, line: str, sent_at: datetime) -> ProxyEntry:
         """One line's entry; :class:`Dropped` with the reason it is not taken."""

@@ -61,6 +61,9 @@ class UpstreamOptions:
     zone: str | None = None
     #: Take loopback and private proxy addresses (the demo provider's local proxies).
     allow_local_hosts: bool = False
+    #: Text presets: what stands between two proxies when the upstream's request asks for
+    #: something else than line breaks (Kuaidaili's ``sep``).
+    separator: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +102,7 @@ def _seconds_lines(codes: Mapping[str, NextStep]) -> Builder:
         expiry = ExpiryRule(ExpiryForm.SECONDS_LEFT, o.default_lifetime, zone)
         return TextFormat(
             LineFormat.HOST_PORT_SECONDS, o.protocol, expiry, o.max_entries, codes,
-            allow_local_hosts=o.allow_local_hosts,
+            allow_local_hosts=o.allow_local_hosts, separator=o.separator,
         )  # fmt: skip
 
     return build
@@ -154,7 +157,7 @@ PRESETS: Mapping[str, Preset] = {
     for preset in (
         Preset("kuaidaili_getdps_json", "Kuaidaili getdps, JSON, f_et=1", "Asia/Shanghai",
                _KUAIDAILI_JSON),
-        # Text presets read one proxy per line: ask Kuaidaili for sep=1 (\r\n) or 2 (\n).
+        # Text presets read one proxy per line, or per UpstreamOptions.separator.
         Preset("kuaidaili_getdps_text", "Kuaidaili getdps, text, f_et=1", "Asia/Shanghai",
                _seconds_lines(_KUAIDAILI)),
         Preset("juliang_postpay_text", "Juliang postpay/getips, text, ip_remain=1",

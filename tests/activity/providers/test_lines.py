@@ -245,3 +245,18 @@ def test_a_vendor_code_and_message_cannot_forge_a_log_line():
     with pytest.raises(VendorError) as caught:
         text_format(LineFormat.HOST_PORT).parse(b"ERROR(-1): a\nb\x1b[31mc", SENT)
     assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+def test_proxies_separated_by_something_else_than_line_breaks():
+    """Vendors let the caller choose the separator (Kuaidaili ``sep``): a space, ``|``..."""
+    expiry = ExpiryRule(ExpiryForm.SECONDS_LEFT, TEN_MINUTES)
+    for separator in (" ", "|", ";"):
+        fmt = TextFormat(LineFormat.HOST_PORT_SECONDS, "http", expiry, 100, separator=separator)
+        body = separator.join(["1.2.3.4:80,60", "1.2.3.5:81,61", ""]).encode()
+        assert [(e.host, e.port) for e in fmt.parse(body, SENT).entries] == [
+            ("1.2.3.4", 80),
+            ("1.2.3.5", 81),
+        ]
+    for bad in (",", ":", "x", "", "12345"):
+        with pytest.raises(ValueError, match="separator"):
+            TextFormat(LineFormat.HOST_PORT_SECONDS, "http", expiry, 100, separator=bad)

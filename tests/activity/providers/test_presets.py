@@ -64,6 +64,14 @@ def test_kuaidaili_getdps_json_and_text_with_seconds_left_and_their_errors():
     assert caught.value.next_step is NextStep.BACK_OFF
 
 
+def test_a_text_preset_takes_the_upstreams_separator():
+    options = UpstreamOptions("http", LIFETIME, 100, separator="|")
+    parsed = (
+        PRESETS["kuaidaili_getdps_text"].format(options).parse(b"1.2.3.4:80,5|1.2.3.5:81,6", SENT)
+    )
+    assert [e.port for e in parsed.entries] == [80, 81]
+
+
 def test_juliang_postpay_text_with_seconds_left():
     (entry,) = preset("juliang_postpay_text").parse(b"114.98.162.2:48581,281", SENT).entries
     assert (entry.host, entry.port, entry.expires_at) == (
