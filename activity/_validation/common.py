@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from activity._checks import MAX_COUNTER, count
-from activity.errors import InvalidRequest
+from activity.errors import InvalidBatch, InvalidRequest
 from activity.types import PoolOptions
 
 _NO_SPACE = re.compile(r"\S+")  # C-speed: text() runs several times per upserted proxy
@@ -33,6 +33,14 @@ def is_text(value: object, max_text: int) -> bool:
         and value.isprintable()
         and _NO_SPACE.fullmatch(value) is not None
     )
+
+
+def once(value: str, seen: set[str], items: str, index: int, what: str, scope: str) -> None:
+    """Add ``value`` to ``seen``; InvalidBatch when it is there already (``items[index]: what
+    appears twice in the scope``): a batch names each proxy, each unique key, once."""
+    if value in seen:
+        raise InvalidBatch(f"{items}[{index}]: {what} appears twice in the {scope}")
+    seen.add(value)
 
 
 def limit(value: object, options: PoolOptions, what: str = "limit") -> int:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 
 from activity._checks import MAX_COUNTER, count, digest
-from activity._validation.common import MAX_CONCURRENCY, epoch, text
+from activity._validation.common import MAX_CONCURRENCY, epoch, once, text
 from activity.errors import InvalidBatch, InvalidRequest
 from activity.types import PoolOptions, RuntimeEntry, RuntimeReport, SnapshotRef
 
@@ -35,9 +35,7 @@ def prepare_report(report: object, options: PoolOptions) -> PreparedReport:
         if not isinstance(entry, RuntimeEntry):
             raise InvalidBatch(f"{where} must be a RuntimeEntry")
         pid = text(entry.proxy_id, f"{where}.proxy_id", options, InvalidBatch)
-        if pid in seen:
-            raise InvalidBatch(f"{where}: proxy ID appears twice in the report")
-        seen.add(pid)
+        once(pid, seen, "entries", index, "proxy ID", "report")
         count(entry.epoch, f"{where}.epoch", low=0, high=MAX_COUNTER, error=InvalidBatch)
         count(entry.active, f"{where}.active", low=0, high=MAX_CONCURRENCY, error=InvalidBatch)
         count(entry.reserved, f"{where}.reserved", low=0, high=MAX_CONCURRENCY, error=InvalidBatch)

@@ -11,7 +11,7 @@ import orjson
 
 from activity._checks import MAX_MS, aware_ms, count, digest, duration_ms, is_token, token
 from activity._time import span_ms, to_ms
-from activity._validation.common import MAX_CONCURRENCY, is_text, text
+from activity._validation.common import MAX_CONCURRENCY, is_text, once, text
 from activity.credentials import Credential, CredentialResolver, CredentialUnavailable, SecretRef
 from activity.errors import InvalidBatch, StoreUnavailable
 from activity.types import (
@@ -114,16 +114,12 @@ def prepare_batch(
         pid = proxy.proxy_id
         if not is_text(pid, max_text):
             text(pid, f"proxies[{index}].proxy_id", options, InvalidBatch)
-        if pid in seen_ids:
-            raise InvalidBatch(f"proxies[{index}]: proxy ID appears twice in the batch")
-        seen_ids.add(pid)
+        once(pid, seen_ids, "proxies", index, "proxy ID", "batch")
         key = proxy.unique_key
         if not is_text(key, max_text):
             text(key, f"proxies[{index}].unique_key", options, InvalidBatch)
         key_digest = unique_key_digest(key)
-        if key_digest in seen_keys:
-            raise InvalidBatch(f"proxies[{index}]: unique key appears twice in the batch")
-        seen_keys.add(key_digest)
+        once(key_digest, seen_keys, "proxies", index, "unique key", "batch")
         host = proxy.host
         if not is_text(host, max_text):
             text(host, f"proxies[{index}].host", options, InvalidBatch)
@@ -245,9 +241,7 @@ def prepare_health(
         if not isinstance(update, HealthUpdate):
             raise InvalidBatch(f"{where} must be a HealthUpdate")
         pid = text(update.proxy_id, f"{where}.proxy_id", options, InvalidBatch)
-        if pid in seen:
-            raise InvalidBatch(f"{where}: proxy ID appears twice in the batch")
-        seen.add(pid)
+        once(pid, seen, "updates", index, "proxy ID", "batch")
         if not isinstance(update.state, ProxyState) or update.state not in HEALTH_STATES:
             raise InvalidBatch(f"{where}.state must be one of {sorted(HEALTH_STATES)}")
         checked_ms = aware_ms(update.checked_at, f"{where}.checked_at", InvalidBatch)
