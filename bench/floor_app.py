@@ -5,12 +5,15 @@ the RSGI bridge as the project's application is (``rsgi_application``), or as pl
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
 
+from pool_admin.log_batches import LogBatches
 from pool_admin.rsgi_bridge import WSGIBridge
 
 BODY = b'{"proxies":[{"id":"x"}],"requested":1,"returned":1,"replayed":false}'
@@ -32,11 +35,22 @@ def _refuse(path: str) -> tuple[int, list[tuple[str, str]], bytes]:
     return 408, [("Content-Length", "0"), ("Connection", "close")], b""
 
 
-#: The same application as the web server serves the project's (pool_admin/rsgi.py).
+# The access log as settings.LOGGING writes it: each batch of lines to standard output.
+_access = logging.getLogger("pool_admin.access")
+_access.setLevel(logging.INFO)
+_access.propagate = False
+_handler = logging.StreamHandler(sys.stdout)
+_handler.setFormatter(logging.Formatter("%(message)s"))
+_access.addHandler(_handler)
+_access_lines = LogBatches(_access, name="access log", max_queued=10_000, interval_s=0.2)
+
+#: The same application as the web server serves the project's (pool_admin/rsgi.py), access log
+#: included (the ``wsgi`` and ``haproxy`` floors have granian's: bench/web_floor.py).
 rsgi_application = WSGIBridge(
     application,
     body_timeout=5,
     body_limit=2_621_440,
     threads=int(os.environ.get("FLOOR_THREADS", "2")),
     refuse_slow_body=_refuse,
+    access_log=_access_lines.add,
 )

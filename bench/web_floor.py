@@ -73,7 +73,8 @@ def floor_command(bind: str, interface: str) -> list[str]:
     if interface != "rsgi":
         argv[argv.index("floor_app:rsgi_application")] = "floor_app:application"
         argv[argv.index("--interface") + 1] = "wsgi"
-        argv += ["--blocking-threads", os.environ.get("FLOOR_THREADS", "2")]
+        # granian's own access log, as the project's web server had before the bridge wrote it.
+        argv += ["--blocking-threads", os.environ.get("FLOOR_THREADS", "2"), "--access-log"]
     return argv
 
 

@@ -226,7 +226,9 @@ def web_command(bind: str, workers: int | None = None) -> list[str]:
     overrides it), each reading bodies on its event loop and running the application on
     ``settings.WEB_THREADS`` threads (one runs while the other waits on Redis or PostgreSQL),
     HTTP/1.1 only (one request at a time per connection, so ``WEB_BACKPRESSURE`` connections
-    bound the requests a worker holds), keep-alive on, access log on. Why granian and not
+    bound the requests a worker holds), keep-alive on; the access log is the bridge's
+    (``WEB_ACCESS_LOG``, pool_admin/rsgi.py), not granian's, which writes a log record per
+    request on the event loop. Why granian and not
     gunicorn: docs/DECISIONS.md (2026-11-30); why RSGI: (2026-12-01, "request bodies read on
     the event loop").
     """
@@ -238,7 +240,7 @@ def web_command(bind: str, workers: int | None = None) -> list[str]:
         "--host", host, "--port", port, "--http", "1",
         "--workers", str(count), "--loop", "uvloop", "--backpressure", str(WEB_BACKPRESSURE),
         "--no-ws",
-        "--workers-kill-timeout", str(WEB_GRACE_S), "--access-log",
+        "--workers-kill-timeout", str(WEB_GRACE_S),
     ]  # fmt: skip
 
 

@@ -26,3 +26,16 @@ class CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     @stream.setter
     def stream(self, value: TextIO) -> None:
         """The stream is always the current standard error; one given is ignored."""
+
+
+class CurrentStdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A ``StreamHandler`` on whatever ``sys.stdout`` is at the moment of each record (the
+    access log's lines, as granian wrote its own)."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        """The stream is always the current standard output; one given is ignored."""

@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import io
 import os
 import queue
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -176,6 +178,58 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_result(result)
 
 
+class AccessLog:
+    """One line per request in granian's default access log format, handed to ``sink``:
+    ``[2026-12-01 14:04:18 +0000] 127.0.0.1 - "POST /api/v1/extract HTTP/1.1" 200 0.152``,
+    the time the request's headers came (local time zone), the client's address, the request
+    line (the path without its query string, which may carry a secret), the status and the
+    milliseconds from the headers to the answer handed to the server. A quote, a backslash or
+    a character that is not printable in the path is written ``\\xHH`` (or ``\\uHHHH``), so
+    a path cannot make a line of its own or end the quoted part early.
+
+    The line is made on the application thread and written by ``sink`` (a
+    :class:`~pool_admin.log_batches.LogBatches`' ``add``): granian's own access log writes one
+    Python log record per request on the event loop (docs/PERFORMANCE.md).
+    """
+
+    def __init__(self, sink: Callable[[str], None]) -> None:
+        self.sink = sink
+        self._zone = datetime.datetime.now().astimezone().tzinfo
+        self._second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+
+    def _stamp(self, wall: float) -> str:
+        second, text = self._second  # one tuple: a thread never sees half of an update
+        if int(wall) != second:
+            second = int(wall)
+            when = datetime.datetime.fromtimestamp(second, tz=self._zone)
+            text = when.strftime("%Y-%m-%d %H:%M:%S %z")
+            self._second = (second, text)
+        return text
+
+    def write(
+        self, began: tuple[float, float], environ: dict[str, Any], path: str, status: int
+    ) -> None:
+        """The line of the request whose headers came at ``began`` (``time.time()``,
+        ``time.perf_counter()``) and whose answer, ``status``, was just handed over."""
+        took_ms = (time.perf_counter() - began[1]) * 1000
+        if not path.isprintable() or '"' in path or "\\" in path:
+            path = "".join(map(_log_char, path))
+        method, protocol = environ["REQUEST_METHOD"], environ["SERVER_PROTOCOL"]
+        self.sink(
+            f"[{self._stamp(began[0])}] {environ['REMOTE_ADDR']} - "
+            f'"{method} {path} {protocol}" {status} {took_ms:.3f}'
+        )
+
+
+def _log_char(char: str) -> str:
+    if char.isprintable() and char not in '"\\':
+        return char
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def environ_of(scope: Any, body: io.RawIOBase | io.BytesIO) -> dict[str, Any]:
     """The WSGI environ of an RSGI ``scope`` (PEP 3333), as granian's WSGI interface makes it:
     the path as latin-1 of its bytes, repeated headers joined (cookies with ``;``), and
@@ -239,7 +293,8 @@ class WSGIBridge:
     ``body_timeout``: seconds from the headers to the whole body; ``body_limit``: the bytes
     read of a body (one more is read to tell a body over it); ``threads``: the application's
     threads in this worker; ``refuse_slow_body(path)``: the answer to a body that did not
-    arrive in time.
+    arrive in time; ``access_log``: where each request's line goes (:class:`AccessLog`), or
+    None for none.
     """
 
     def __init__(
@@ -250,16 +305,19 @@ class WSGIBridge:
         body_limit: int,
         threads: int,
         refuse_slow_body: Callable[[str], Refusal],
+        access_log: Callable[[str], None] | None = None,
     ) -> None:
         self.app = app
         self.body_timeout = body_timeout
         self.body_limit = body_limit
         self.refuse_slow_body = refuse_slow_body
         self.threads = AppThreads(threads, "wsgi")
+        self.access_log = AccessLog(access_log) if access_log is not None else None
 
     async def __rsgi__(self, scope: Any, protocol: RSGIProtocol) -> None:
         if scope.proto != "http":  # the launcher runs granian with --no-ws
             return
+        began = (time.time(), time.perf_counter())
         headers = scope.headers
         declared = _declared_length(headers)
         chunked = "transfer-encoding" in headers  # then the length, if any, does not count
@@ -277,12 +335,17 @@ class WSGIBridge:
                     else:
                         body = await self._read_unframed(protocol)
             except TimeoutError:
-                protocol.response_bytes(*self.refuse_slow_body(scope.path))
+                refusal = self.refuse_slow_body(scope.path)
+                protocol.response_bytes(*refusal)
+                if self.access_log is not None:
+                    request = environ_of(scope, io.BytesIO())
+                    self.access_log.write(began, request, scope.path, refusal[0])
                 return
             except Exception:  # granian's error: the body was cut off or malformed
                 body = UnreadableBody("request body cut off")
         loop = asyncio.get_running_loop()
-        await self.threads.run(loop, self._call, protocol, environ_of(scope, body))
+        environ = environ_of(scope, body)
+        await self.threads.run(loop, self._call, protocol, environ, began, scope.path)
 
     async def _read_unframed(self, protocol: RSGIProtocol) -> io.RawIOBase | io.BytesIO:
         """A body without a length (chunked), ``body_limit + 1`` bytes at most.
@@ -310,13 +373,19 @@ class WSGIBridge:
             return UnreadableBody("request body cut off")
         return io.BytesIO(b"".join(chunks))
 
-    def _call(self, protocol: RSGIProtocol, environ: dict[str, Any]) -> None:
+    def _call(
+        self,
+        protocol: RSGIProtocol,
+        environ: dict[str, Any],
+        began: tuple[float, float],
+        path: str,
+    ) -> None:
         """On an application thread: the application's answer, collected whole and sent from
         here (granian takes an answer from any thread, so the client does not wait for the
         event loop to wake), then closed. Nothing is sent before the application has returned
         its last chunk, so ``start_response`` with ``exc_info`` replaces the status and headers
         until a part of the answer has been made (then it raises, PEP 3333), and an error while
-        the answer is made is granian's 500."""
+        the answer is made is granian's 500 (so in the access log too)."""
         started: list[Any] = []
         chunks: list[bytes] = []
 
@@ -328,15 +397,21 @@ class WSGIBridge:
             started[:] = [int(status[:3]), headers]
             return chunks.append  # WSGI's write()
 
-        result = self.app(environ, start_response)
+        status = 500  # unless an answer is handed over
         try:
-            path = result.whole_file() if isinstance(result, FileWrapper) else None
-            if path is not None and not chunks:
-                protocol.response_file(started[0], started[1], path)
-            else:
-                chunks.extend(result)
-                protocol.response_bytes(started[0], started[1], b"".join(chunks))
-        finally:  # after the answer is sent: Django's close() ends the request
-            close = getattr(result, "close", None)
-            if close is not None:
-                close()
+            result = self.app(environ, start_response)
+            try:
+                file = result.whole_file() if isinstance(result, FileWrapper) else None
+                if file is not None and not chunks:
+                    protocol.response_file(started[0], started[1], file)
+                else:
+                    chunks.extend(result)
+                    protocol.response_bytes(started[0], started[1], b"".join(chunks))
+                status = started[0]
+            finally:  # after the answer is sent: Django's close() ends the request
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+        finally:
+            if self.access_log is not None:
+                self.access_log.write(began, environ, path, status)

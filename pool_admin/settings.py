@@ -53,10 +53,12 @@ POOL_SECRET_KEYS = check_fernet_keys(
     ),
 )
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
-# The web server (pool_admin/rsgi.py): threads per worker running the application, and the
-# seconds a request body may take after its headers before it is answered 408.
+# The web server (pool_admin/rsgi.py): threads per worker running the application, the
+# seconds a request body may take after its headers before it is answered 408, and whether
+# each request gets an access log line (the ``pool_admin.access`` logger, on standard output).
 WEB_THREADS = env_int("WEB_THREADS", defaults.WEB_THREADS, minimum=1)
 WEB_BODY_TIMEOUT_S = env_int("WEB_BODY_TIMEOUT_S", defaults.WEB_BODY_TIMEOUT_S, minimum=1)
+WEB_ACCESS_LOG = env_bool("WEB_ACCESS_LOG", True)
 
 _REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)
@@ -292,13 +294,25 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {"redact": {"()": "pool_admin.redact.RedactPasswordsFilter"}},
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        # An access log record is a batch of lines, each complete (pool_admin/rsgi.py).
+        "lines": {"format": "%(message)s"},
+    },
     "handlers": {
         "stderr": {
             "class": "pool_admin.logstream.CurrentStderrHandler",
             "formatter": "plain",
             "filters": ["redact"],
-        }
+        },
+        "stdout_lines": {
+            "class": "pool_admin.logstream.CurrentStdoutHandler",
+            "formatter": "lines",
+            "filters": ["redact"],
+        },
     },
     "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
+    "loggers": {
+        "pool_admin.access": {"handlers": ["stdout_lines"], "level": "INFO", "propagate": False}
+    },
 }

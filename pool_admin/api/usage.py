@@ -7,10 +7,9 @@ issue will hand the same batches to a Redis Stream instead. Why batched: a log r
 request cost ~90 µs of the API's ~750 µs of in-process CPU per extract (docs/PERFORMANCE.md);
 queueing one costs a few µs.
 
-Bounds: at most ``MAX_QUEUED`` events wait; beyond that new events are counted and dropped,
-and the next batch says how many. Events still queued when the process exits normally (also a
-multiprocessing child, such as a web-server worker stopped gracefully) are written on the way
-out; a killed process loses at most one interval of them.
+Bounds (pool_admin/log_batches.py): at most ``MAX_QUEUED`` events wait, beyond that they are
+counted and dropped and the next batch says how many; what is queued at a normal exit (also of
+a web-server worker stopped gracefully) is written, a killed process loses at most one interval.
 
 An event never carries a secret: callers pass IDs, counts and labels only, and ``emit_usage``
 drops any key that looks like one as a last guard.
@@ -19,13 +18,12 @@ drops any key that looks like one as a last guard.
 from __future__ import annotations
 
 import logging
-import multiprocessing.util
-import os
-import threading
 import time
 from typing import Any
 
 import orjson
+
+from pool_admin.log_batches import LogBatches
 
 logger = logging.getLogger("pool_admin.usage")
 
@@ -46,55 +44,9 @@ def _may_log(name: str) -> bool:
     return allowed
 
 
-class _Queue:
-    """Encoded events waiting for the writer thread of this process."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        #: Held while a batch is taken and written: a flush returns only once every event
-        #: queued before it is written, also one the writer thread had already taken.
-        self._write_lock = threading.Lock()
-        self._lines: list[bytes] = []
-        self._dropped = 0
-        self._writing = False  # this process's writer thread runs (after_fork: not yet)
-
-    def add(self, line: bytes) -> None:
-        with self._lock:
-            if len(self._lines) >= MAX_QUEUED:
-                self._dropped += 1
-                return
-            self._lines.append(line)
-            if not self._writing:
-                self._writing = True
-                threading.Thread(target=self._run, name="usage-writer", daemon=True).start()
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(FLUSH_INTERVAL_S)
-            self.flush()
-
-    def flush(self) -> None:
-        with self._write_lock:
-            with self._lock:
-                lines, dropped = self._lines, self._dropped
-                self._lines, self._dropped = [], 0
-            if dropped:
-                logger.warning("usage: %d events dropped, over %d were queued", dropped, MAX_QUEUED)
-            if lines:
-                logger.info("usage %s", b"\nusage ".join(lines).decode())
-
-    def after_fork(self) -> None:
-        self._lock = threading.Lock()  # the parent's locks may have been held by another thread
-        self._write_lock = threading.Lock()
-        self._lines, self._dropped, self._writing = [], 0, False
-
-
-_queue = _Queue()
-os.register_at_fork(after_in_child=_queue.after_fork)
-# Written on the way out by multiprocessing's finalizers: they run at a normal exit (from its
-# atexit hook) and also in multiprocessing children, such as the web server's (granian's)
-# workers stopped gracefully, which run no atexit hooks of their own.
-multiprocessing.util.Finalize(None, _queue.flush, exitpriority=10)
+_batches = LogBatches(
+    logger, name="usage", max_queued=MAX_QUEUED, interval_s=FLUSH_INTERVAL_S, unit="events"
+)
 
 
 def emit_usage(event: dict[str, Any]) -> None:
@@ -102,12 +54,12 @@ def emit_usage(event: dict[str, Any]) -> None:
         return
     safe = {k: v for k, v in event.items() if _may_log(k)}
     safe["at"] = round(time.time(), 3)
-    _queue.add(orjson.dumps(safe, option=orjson.OPT_SORT_KEYS, default=str))
+    _batches.add("usage " + orjson.dumps(safe, option=orjson.OPT_SORT_KEYS, default=str).decode())
 
 
 def flush_usage() -> None:
     """Write every queued event now (tests; commands that print before they exit)."""
-    _queue.flush()
+    _batches.flush()
 
 
 def usage_lines(messages: list[str]) -> list[str]:

@@ -12,6 +12,7 @@ runs the project's, with a 1 s body deadline and a 1,000-byte body limit.
   chunks are made; ``/error-page``: ``start_response`` again with ``exc_info`` after an error;
   ``/error-after-part``: the same once a part of the answer is made (it raises);
 * ``/closes``: the threads that closed each answer so far (its own not counted);
+  ``/access-log``: the access log's lines so far (its own not yet among them);
   ``/file-reads``: how many reads the bridge made of ``/file``'s files;
 * anything else: the environ's values (objects by their type's name), the body's length and a
   digest of it (or the read error), and the thread that made the answer, as JSON.
@@ -41,6 +42,8 @@ _closes: list[str] = []
 #: Reads of the files ``/file`` answers with, made by the bridge (none when granian sends the
 #: file from disk).
 _file_reads: list[int] = []
+#: The bridge's access log lines, as its sink is given them.
+_access_log: list[str] = []
 
 
 class _Answer:
@@ -174,11 +177,13 @@ def wsgi_application(
         return _Answer([b"returned"])
     if path == "/file-reads":
         content = json.dumps(len(_file_reads)).encode()
+    elif path == "/access-log":
+        content = json.dumps(_access_log).encode()
     else:
         content = json.dumps(_closes if path == "/closes" else _shown(environ)).encode()
     headers = [("Content-Type", "application/json"), ("Content-Length", str(len(content)))]
     start_response("200 OK", headers)
-    return _Answer([content], counted=path not in ("/closes", "/file-reads"))
+    return _Answer([content], counted=path not in ("/closes", "/file-reads", "/access-log"))
 
 
 def _refuse(path: str) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -192,4 +197,5 @@ application = WSGIBridge(
     body_limit=BODY_LIMIT,
     threads=THREADS,
     refuse_slow_body=_refuse,
+    access_log=_access_log.append,
 )

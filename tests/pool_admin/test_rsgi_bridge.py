@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import re
 import socket
 import sys
 import time
@@ -299,3 +300,61 @@ def test_start_response_with_exc_info_replaces_the_answer_not_yet_sent(bridge):
 def test_start_response_with_exc_info_after_a_part_of_the_answer_raises_it(bridge):
     """PEP 3333: once a part of the answer is made, the headers count as sent."""
     assert get(bridge, "/error-after-part") == (500, b"")
+
+
+def access_log(port: int) -> list[str]:
+    return json.loads(exchange(port, request("GET", "/access-log", Host="t"))[2])
+
+
+#: granian's default access log line: time, client, request line, status, milliseconds.
+_LINE = re.compile(
+    r'\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4}\] 127\.0\.0\.1 - "(?P<request>[^"]*)" '
+    r"(?P<status>\d{3}) (?P<ms>\d+\.\d{3})"
+)
+
+
+def logged(port: int, since: int) -> list[tuple[str, int, float]]:
+    """The access log's lines after the first ``since``: request line, status, milliseconds."""
+    lines = access_log(port)[since:]
+    matches = [_LINE.fullmatch(line) for line in lines]
+    assert all(matches), lines
+    return [(m["request"], int(m["status"]), float(m["ms"])) for m in matches if m]
+
+
+def test_every_answer_gets_one_access_log_line_with_its_status(bridge):
+    since = len(access_log(bridge))
+    get(bridge, "/write?secret=k")
+    get(bridge, "/raise")
+    get(bridge, "/raise-late")
+    get(bridge, "/error-page")
+    lines = logged(bridge, since + 1)  # after the /access-log request itself
+    assert [(request, status) for request, status, _ in lines] == [
+        ("GET /write HTTP/1.1", 200),  # the path without its query string
+        ("GET /raise HTTP/1.1", 500),
+        ("GET /raise-late HTTP/1.1", 500),
+        ("GET /error-page HTTP/1.1", 503),
+    ]
+    assert all(0 <= ms < 5_000 for _, _, ms in lines)
+
+
+def test_a_body_refused_as_late_gets_its_408_line_with_the_time_it_took(bridge):
+    since = len(access_log(bridge))
+    with socket.create_connection(("127.0.0.1", bridge), timeout=5) as sock:
+        sock.sendall(request("POST", "/late", b"abc", Host="t", **{"Content-Length": "100"}))
+        while sock.recv(65536):
+            pass
+    [(line, status, ms)] = logged(bridge, since + 1)
+    assert (line, status) == ("POST /late HTTP/1.1", 408)
+    assert bridge_app.BODY_TIMEOUT_S * 1000 - 200 < ms < bridge_app.BODY_TIMEOUT_S * 1000 + 1500
+
+
+def test_a_path_cannot_break_its_access_log_line(bridge):
+    since = len(access_log(bridge))
+    for target in ("/a%22b%5Cc%0Ad%00e", "/%E4%BD%A0%E5%A5%BD", "/x%7F%C2%85y"):
+        get(bridge, target)
+    lines = [request for request, _, _ in logged(bridge, since + 1)]
+    assert lines == [
+        "GET /a\\x22b\\x5cc\\x0ad\\x00e HTTP/1.1",
+        "GET /你好 HTTP/1.1",  # printable: as it is
+        "GET /x\\x7f\\x85y HTTP/1.1",
+    ]

@@ -47,7 +47,7 @@ def test_secret_looking_fields_are_dropped(caplog):
 
 
 def test_the_queue_is_bounded_and_says_what_it_dropped(caplog, monkeypatch):
-    monkeypatch.setattr(usage, "MAX_QUEUED", 2)
+    monkeypatch.setattr(usage._batches, "max_queued", 2)
     for n in range(5):
         emit_usage({"event": "extract", "returned": n})
     flush_usage()

@@ -5,6 +5,7 @@ the fast path's answer on the wire."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -65,3 +66,29 @@ def test_the_web_server_reads_chunked_bodies_and_answers_every_api_error_as_a_pr
         status, headers, body = exchange(web_server, sent)
         assert status in (400, 404) and headers["content-type"] == "application/problem+json"
         assert json.loads(body)["status"] == status
+
+
+def test_the_web_server_writes_an_access_log_line_per_request_on_its_standard_output(
+    web_server, tmp_path, make_client, seed
+):
+    """Written by the bridge in batches (pool_admin/rsgi.py), in granian's format; the query
+    string and the key stay out of it."""
+    seed(n=2)
+    key = make_client().plaintext
+    one = b'{"count": 1, "mode": "partial"}'
+    headers = {"Host": "127.0.0.1", "Authorization": f"Bearer {key}",
+               "Content-Type": "application/json", "Content-Length": str(len(one))}  # fmt: skip
+    assert exchange(web_server, request("POST", URL + "?token=hidden", one, **headers))[0] == 200
+    assert exchange(web_server, request("GET", "/healthz", Host="127.0.0.1"))[0] == 200
+    log = tmp_path / "web.log"
+    deadline = time.monotonic() + 5
+    while '"GET /healthz HTTP/1.1" 200 ' not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lines = [line for line in log.read_text().splitlines() if ' - "' in line]
+    # After the readiness probes' lines.
+    assert [line.split(' - "')[1].rsplit(" ", 1)[0] for line in lines[-2:]] == [
+        'POST /api/v1/extract HTTP/1.1" 200',
+        'GET /healthz HTTP/1.1" 200',
+    ]
+    assert all(line.startswith("[") and "127.0.0.1" in line for line in lines)
+    assert "hidden" not in log.read_text() and key not in log.read_text()
