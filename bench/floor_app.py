@@ -54,3 +54,26 @@ rsgi_application = WSGIBridge(
     refuse_slow_body=_refuse,
     access_log=_access_lines.add,
 )
+
+
+class _OnTheLoop:
+    """In place of the bridge's threads: the call made on the event loop itself, so a floor
+    without the thread hand-off (``rsgi-inline`` in bench/web_floor.py). Never for the project:
+    an application call would stop the loop, and every other request of the worker with it."""
+
+    def run(self, loop: Any, call: Callable[..., Any], *args: Any) -> Any:
+        future = loop.create_future()
+        future.set_result(call(*args))
+        return future
+
+
+#: The bridge with the application run on the event loop: what the thread hand-off costs.
+rsgi_inline_application = WSGIBridge(
+    application,
+    body_timeout=5,
+    body_limit=2_621_440,
+    threads=1,
+    refuse_slow_body=_refuse,
+    access_log=_access_lines.add,
+)
+rsgi_inline_application.threads = _OnTheLoop()  # type: ignore[assignment]

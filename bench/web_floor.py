@@ -2,14 +2,16 @@
 round trips, can serve on this machine.
 
     .venv/bin/python bench/web_floor.py [--seconds 8] [--clients 32] [--calls 0,1,2]
-                                        [--interfaces rsgi,wsgi,haproxy] [--rounds 1]
+                                        [--interfaces rsgi,rsgi-inline,wsgi,haproxy] [--rounds 1]
 
 For each ``--calls`` value and each interface it runs granian as ``make run`` runs the project
 (``pool_admin.launcher.web_command``: workers, keep-alive, access log) but serving
 ``bench/floor_app.py``, which answers after that many trivial EVALSHA calls through redis-py to
-a private ``redis-server``: ``rsgi`` through the RSGI bridge with its threads, as ``make run``
-serves the project; ``wsgi`` as granian's WSGI interface with as many blocking threads, the
-project's web server before the bridge; ``haproxy`` that behind HAProxy buffering each body
+a private ``redis-server``: ``rsgi`` through the RSGI bridge with its threads and its access
+log, as ``make run`` serves the project; ``rsgi-inline`` the same with the application run on
+the event loop, no thread hand-off (what the hand-off costs; never for the project); ``wsgi`` as
+granian's WSGI interface with as many blocking threads and granian's access log, the project's
+web server before the bridge; ``haproxy`` that behind HAProxy buffering each body
 under a 5 s deadline for the whole request (needs ``haproxy``: ``apt-get install haproxy``),
 its CPU shown as the front's. wrk (one thread, ``--clients`` connections) sends the
 extract benchmark's request. It prints requests/s, latency and the CPU milliseconds per request
@@ -62,7 +64,7 @@ backend granian
   http-reuse always
   server granian 127.0.0.1:{port} maxconn 512
 """
-INTERFACES = ("rsgi", "wsgi", "haproxy")
+INTERFACES = ("rsgi", "rsgi-inline", "wsgi", "haproxy")
 
 
 def floor_command(bind: str, interface: str) -> list[str]:
@@ -70,7 +72,9 @@ def floor_command(bind: str, interface: str) -> list[str]:
     (``haproxy``: granian's WSGI interface, behind HAProxy)."""
     argv = web_command(bind)
     argv[argv.index(WEB_APPLICATION)] = "floor_app:rsgi_application"
-    if interface != "rsgi":
+    if interface == "rsgi-inline":
+        argv[argv.index("floor_app:rsgi_application")] = "floor_app:rsgi_inline_application"
+    elif interface != "rsgi":
         argv[argv.index("floor_app:rsgi_application")] = "floor_app:application"
         argv[argv.index("--interface") + 1] = "wsgi"
         # granian's own access log, as the project's web server had before the bridge wrote it.

@@ -1,11 +1,11 @@
 """Log lines of the request path written in batches: ONE log record per interval, not one per line.
 
-A log record per request costs more than the rest of a fast request's bookkeeping: Python's
-logging builds a record, formats it and writes and flushes the stream for each line (12 µs of
-CPU to /dev/null, 30 µs to a pipe being read, docs/PERFORMANCE.md). :class:`LogBatches` queues
-a line (a list append under a lock, well under 1 µs) and a daemon thread of the process writes
-what is queued every ``interval_s`` as one record, its message the lines joined by newlines, so
-an operator's handlers, filters and levels (settings.LOGGING) still apply to every line.
+A log record per request is not cheap: Python's logging builds a record, formats it and writes
+and flushes the stream for each line (12 µs of CPU to /dev/null, 15 µs to a pipe being read:
+bench/access_log.py). :class:`LogBatches` queues a line (a list append under a lock) and a
+daemon thread of the process writes what is queued every ``interval_s`` as one record, its
+message the lines joined by newlines, so an operator's handlers, filters and levels
+(settings.LOGGING) still apply to every line.
 
 Bounds: at most ``max_queued`` lines wait; beyond that new lines are counted and dropped, and
 the next batch's warning says how many. Lines still queued when the process exits normally
