@@ -8,7 +8,7 @@ message the lines joined by newlines, so an operator's handlers, filters and lev
 (settings.LOGGING) still apply to every line.
 
 Bounds: at most ``max_queued`` lines wait; beyond that new lines are counted and dropped, and
-the next batch's warning says how many. Lines still queued when the process exits normally
+a warning of this module's logger says how many. Lines still queued when the process exits normally
 (also a multiprocessing child, such as a web-server worker stopped gracefully) are written on
 the way out; a killed process loses at most one interval of them.
 
@@ -23,12 +23,14 @@ import os
 import threading
 import time
 
+_logger = logging.getLogger(__name__)
+
 
 class LogBatches:
     """Lines for ``logger``, written by a daemon thread named ``f"{name}-writer"``.
 
-    ``name`` also opens the warning of dropped lines (``"usage: 3 events dropped, ..."``, with
-    ``unit`` the lines' word).
+    ``name`` also opens the warning of dropped lines, logged by ``pool_admin.log_batches``
+    (``"usage: 3 events dropped, ..."``, with ``unit`` the lines' word).
     """
 
     def __init__(
@@ -86,8 +88,8 @@ class LogBatches:
             with self._lock:
                 lines, dropped = self._lines, self._dropped
                 self._lines, self._dropped = [], 0
-            if dropped:
-                self.logger.warning(
+            if dropped:  # not to self.logger: its lines may be read as all of one format
+                _logger.warning(
                     "%s: %d %s dropped, over %d were queued",
                     self.name, dropped, self.unit, self.max_queued,
                 )  # fmt: skip

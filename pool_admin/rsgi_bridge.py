@@ -181,9 +181,10 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
 class AccessLog:
     """One line per request in granian's default access log format, handed to ``sink``:
     ``[2026-12-01 14:04:18 +0000] 127.0.0.1 - "POST /api/v1/extract HTTP/1.1" 200 0.152``,
-    the time the request's headers came (local time zone), the client's address, the request
-    line (the path without its query string, which may carry a secret), the status and the
-    milliseconds from the headers to the answer handed to the server. A quote, a backslash or
+    the time the request's headers came (local time zone), the client's address (IPv6 in
+    brackets), the request line (the path without its query string, which may carry a
+    secret), the status and the milliseconds from the headers until the request is done (its
+    answer handed to the server, the application's ``close()`` run). A quote, a backslash or
     a character that is not printable in the path is written ``\\xHH`` (or ``\\uHHHH``), so
     a path cannot make a line of its own or end the quoted part early.
 
@@ -210,13 +211,16 @@ class AccessLog:
         self, began: tuple[float, float], environ: dict[str, Any], path: str, status: int
     ) -> None:
         """The line of the request whose headers came at ``began`` (``time.time()``,
-        ``time.perf_counter()``) and whose answer, ``status``, was just handed over."""
+        ``time.perf_counter()``) and which is done now, its answer ``status``."""
         took_ms = (time.perf_counter() - began[1]) * 1000
         if not path.isprintable() or '"' in path or "\\" in path:
             path = "".join(map(_log_char, path))
         method, protocol = environ["REQUEST_METHOD"], environ["SERVER_PROTOCOL"]
+        address = environ["REMOTE_ADDR"]
+        if ":" in address:  # IPv6, bracketed as granian wrote it
+            address = f"[{address}]"
         self.sink(
-            f"[{self._stamp(began[0])}] {environ['REMOTE_ADDR']} - "
+            f"[{self._stamp(began[0])}] {address} - "
             f'"{method} {path} {protocol}" {status} {took_ms:.3f}'
         )
 

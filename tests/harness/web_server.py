@@ -20,11 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager
-def project_web_server(redis_url: str, prefix: str, run_dir: Path, workers: int) -> Iterator[int]:
+def project_web_server(
+    redis_url: str, prefix: str, run_dir: Path, workers: int, env: dict[str, str] | None = None
+) -> Iterator[int]:
     """The port of the web server as ``make run`` runs it (``launcher.web_command``), with
-    ``workers`` workers, on the test database and the pool under ``prefix``; its log is
-    ``run_dir / "web.log"``."""
-    env = _project_env(redis_url, prefix, run_dir)
+    ``workers`` workers, on the test database and the pool under ``prefix``, with ``env`` added
+    to its environment; its log is ``run_dir / "web.log"``."""
+    env = {**_project_env(redis_url, prefix, run_dir), **(env or {})}
     command = partial(_web_command, workers=workers)
     with serving(command, run_dir / "web.log", env) as port:
         yield port

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -78,17 +79,31 @@ def test_the_web_server_writes_an_access_log_line_per_request_on_its_standard_ou
     one = b'{"count": 1, "mode": "partial"}'
     headers = {"Host": "127.0.0.1", "Authorization": f"Bearer {key}",
                "Content-Type": "application/json", "Content-Length": str(len(one))}  # fmt: skip
-    assert exchange(web_server, request("POST", URL + "?token=hidden", one, **headers))[0] == 200
-    assert exchange(web_server, request("GET", "/healthz", Host="127.0.0.1"))[0] == 200
     log = tmp_path / "web.log"
+    assert exchange(web_server, request("POST", URL + "?token=hidden", one, **headers))[0] == 200
+    assert exchange(web_server, request("GET", "/readyz", Host="127.0.0.1"))[0] == 200
     deadline = time.monotonic() + 5
-    while '"GET /healthz HTTP/1.1" 200 ' not in log.read_text() and time.monotonic() < deadline:
+    # Not the readiness probes' lines (/healthz), written whenever their batch is.
+    while len(lines := access_lines(log, but="/healthz")) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    lines = [line for line in log.read_text().splitlines() if ' - "' in line]
-    # After the readiness probes' lines.
-    assert [line.split(' - "')[1].rsplit(" ", 1)[0] for line in lines[-2:]] == [
+    assert [line.split(' - "')[1].rsplit(" ", 1)[0] for line in lines] == [
         'POST /api/v1/extract HTTP/1.1" 200',
-        'GET /healthz HTTP/1.1" 200',
+        'GET /readyz HTTP/1.1" 200',
     ]
     assert all(line.startswith("[") and "127.0.0.1" in line for line in lines)
     assert "hidden" not in log.read_text() and key not in log.read_text()
+
+
+def access_lines(log: Path, but: str | None = None) -> list[str]:
+    """The access log lines in ``log``, but for those of requests for the path ``but``."""
+    lines = [line for line in log.read_text().splitlines() if ' - "' in line]
+    return [line for line in lines if but is None or f" {but} " not in line]
+
+
+def test_no_access_log_when_it_is_turned_off(redis_url, unique_prefix, tmp_path):
+    env = {"WEB_ACCESS_LOG": "0"}
+    with project_web_server(redis_url, unique_prefix, tmp_path, workers=1, env=env) as port:
+        for _ in range(3):
+            assert exchange(port, request("GET", "/healthz", Host="127.0.0.1"))[0] == 200
+        time.sleep(0.5)  # more than a batch's interval
+        assert access_lines(tmp_path / "web.log") == []
