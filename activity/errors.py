@@ -180,6 +180,14 @@ OUTCOME_REASONS = (
     "conflict",  # the proxy already has another outcome (or the same one for another host)
 )
 
+
+class LeaseLost(ActivityError):
+    """The fetch scheduler's claim token is not the upstream's current one (its lease ended,
+    or it finished): the caller must stop; nothing was changed (activity.scheduler)."""
+
+    code = "lease_lost"
+
+
 _ALL_ERRORS: tuple[type[ActivityError], ...] = (
     ActivityError,
     InvalidRequest,
@@ -197,6 +205,7 @@ _ALL_ERRORS: tuple[type[ActivityError], ...] = (
     ReportRejected,
     OutcomeRejected,
     LayoutMismatch,
+    LeaseLost,
 )
 
 #: The shared code table: stable code -> exception class.

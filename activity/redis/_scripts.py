@@ -14,6 +14,7 @@ the shared code table in ``activity.errors``.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -100,31 +101,55 @@ _WRAPPER = (
 )
 
 
+@dataclass(frozen=True)
+class FunctionLibrary:
+    """One Redis function library: ``prefix`` names it, ``shared`` is the Lua every function
+    uses (declarations only), ``operations`` are (name, file) pairs each wrapped as one
+    function by ``wrapper`` (with ``{name}``, ``{suffix}`` and ``{body}`` in it)."""
+
+    prefix: str
+    shared: tuple[Path, ...]
+    operations: tuple[tuple[str, Path], ...]
+    wrapper: str
+
+
+#: The pool's library: lua/lib/ in LIB_PARTS order, then lua/<name>.lua for each operation.
+POOL_LIBRARY = FunctionLibrary(
+    prefix="pp_activity",
+    shared=tuple(LIB_DIR / f"{part}.lua" for part in LIB_PARTS),
+    operations=tuple((name, LUA_DIR / f"{name}.lua") for name in SCRIPT_NAMES),
+    wrapper=_WRAPPER,
+)
+
+
 @cache
-def library() -> tuple[str, str]:
+def library(spec: FunctionLibrary = POOL_LIBRARY) -> tuple[str, str]:
     """(library code, suffix of its function names), built once per process.
 
     The suffix is a digest of the whole library as it will run (library, bodies and wrapper),
     so any change to any of them is a new library, never old code under a known name.
     """
-    lib = lib_source()
-    bodies = {name: (LUA_DIR / f"{name}.lua").read_text() for name in SCRIPT_NAMES}
+    lib = "\n".join(path.read_text() for path in spec.shared)
+    bodies = {name: path.read_text() for name, path in spec.operations}
 
     def build(suffix: str) -> str:
-        wrapped = [_WRAPPER.format(name=n, suffix=suffix, body=b) for n, b in bodies.items()]
-        return f"#!lua name=pp_activity_{suffix}\n" + "\n".join([lib, *wrapped])
+        wrapped = [spec.wrapper.format(name=n, suffix=suffix, body=b) for n, b in bodies.items()]
+        return f"#!lua name={spec.prefix}_{suffix}\n" + "\n".join([lib, *wrapped])
 
     suffix = hashlib.sha1(build("").encode()).hexdigest()[:12]  # noqa: S324 - a version tag
     return build(suffix), suffix
 
 
 class Scripts:
-    """The pool's function library on one client, its operations called by name."""
+    """A function library (the pool's unless told) on one client, its operations called by
+    name with ``meta_key`` as KEYS[1]."""
 
-    def __init__(self, client: redis.Redis, meta_key: str) -> None:
+    def __init__(
+        self, client: redis.Redis, meta_key: str, spec: FunctionLibrary = POOL_LIBRARY
+    ) -> None:
         self._meta = meta_key
         self._client = client
-        self._code, self._suffix = library()
+        self._code, self._suffix = library(spec)
 
     def hget_json(self, key: str, field: str) -> Any:
         """One plain read (no script needed): a JSON value of a hash field, or None."""
@@ -174,13 +199,11 @@ class Scripts:
         try:
             self._client.function_load(self._code, replace=True)
         except _TRANSIENT as exc:
-            raise StoreUnavailable(
-                "Redis did not answer while loading the pool's functions"
-            ) from exc
+            raise StoreUnavailable("Redis did not answer while loading a function library") from exc
         except redis.ResponseError as exc:
             raise _response_error("FUNCTION LOAD", exc) from exc
         except redis.RedisError as exc:
-            raise StoreUnavailable("Redis refused to load the pool's functions") from exc
+            raise StoreUnavailable("Redis refused to load a function library") from exc
 
 
 def _arg(value: object) -> str | int | float | bytes:

@@ -7,15 +7,14 @@ own rule. Budget: HYPOTHESIS_EXAMPLES (default 40) sequences of up to 40 steps.
 
 from __future__ import annotations
 
-import os
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import redis
-from hypothesis import HealthCheck, settings, target
 from hypothesis import strategies as st
+from hypothesis import target
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from activity import (
@@ -38,6 +37,7 @@ from activity import (
     SystemClock,
 )
 from activity.errors import ActivityError
+from tests.harness.state_machines import run_machine
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -45,7 +45,6 @@ PROXIES = [f"p{i}" for i in range(10)]
 WORKERS = ["w1", "w2"]
 UPSTREAMS = ["u1", "u2"]
 SEC = timedelta(seconds=1)
-EXAMPLES = int(os.environ.get("HYPOTHESIS_EXAMPLES", "40"))
 # Small bounds so cleaning budgets, chunking and fail-closed scans are exercised too.
 OPTIONS = {"clean_budget": 2, "scan_budget": 6, "script_batch_cap": 3}
 
@@ -304,11 +303,4 @@ class Differential(RuleBasedStateMachine):
 
 def test_memory_and_redis_agree(redis_url):
     Differential.redis_url = redis_url
-    test = Differential.TestCase
-    test.settings = settings(
-        max_examples=EXAMPLES,
-        stateful_step_count=40,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow],
-    )
-    test().runTest()
+    run_machine(Differential, steps=40)

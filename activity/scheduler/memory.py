@@ -1,0 +1,193 @@
+"""The scheduler's reference model: the rules in plain Python, one lock, held to the same
+contract as the Redis implementation (activity/scheduler/contract.py)."""
+
+from __future__ import annotations
+
+import bisect
+import secrets
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from activity._time import from_ms
+from activity.errors import InvalidRequest, LeaseLost
+from activity.scheduler import _checks
+from activity.scheduler.types import (
+    MAX_UPSTREAMS_PER_ACCOUNT,
+    AccountLimits,
+    Claim,
+    NoClaim,
+    Refusal,
+    RequestOutcome,
+)
+
+
+@dataclass
+class _Account:
+    cadence: dict[str, int] = field(default_factory=dict)  # upstream -> due ms
+    priority: dict[str, int] = field(default_factory=dict)  # upstream -> request ms
+    running: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (token, lease end)
+    requests: dict[str, int] = field(default_factory=dict)  # upstream -> last accepted request
+    pending: dict[str, int] = field(default_factory=dict)  # requested while running -> ms
+    calls: list[int] = field(default_factory=list)  # vendor API calls of the last minute, ms
+
+
+def _first(queue: dict[str, int]) -> tuple[str, int] | None:
+    """The lowest (score, member), as a Redis sorted set orders them."""
+    if not queue:
+        return None
+    member = min(queue, key=lambda m: (queue[m], m))
+    return member, queue[member]
+
+
+class MemoryScheduler:
+    """In-process scheduler (tests, the differential reference); one per process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._accounts: dict[str, _Account] = {}
+
+    def _account(self, account_id: str) -> _Account:
+        return self._accounts.setdefault(account_id, _Account())
+
+    def schedule(self, account_id: str, upstream_id: str, due_at: datetime) -> bool:
+        account_id, upstream_id = _checks.ids(account_id, upstream_id)
+        due = _checks.due(due_at, "due_at")
+        with self._lock:
+            account = self._account(account_id)
+            if upstream_id in account.cadence:
+                return False
+            if len(account.cadence) >= MAX_UPSTREAMS_PER_ACCOUNT:
+                raise InvalidRequest(
+                    f"an account may have at most {MAX_UPSTREAMS_PER_ACCOUNT} upstreams scheduled"
+                )
+            running = account.running.get(upstream_id)
+            # Still running (forgotten, then scheduled again): not due before its lease ends.
+            account.cadence[upstream_id] = max(due, running[1]) if running else due
+            return True
+
+    def forget(self, account_id: str, upstream_id: str) -> bool:
+        account_id, upstream_id = _checks.ids(account_id, upstream_id)
+        with self._lock:
+            account = self._account(account_id)
+            known = account.cadence.pop(upstream_id, None) is not None
+            account.priority.pop(upstream_id, None)
+            account.requests.pop(upstream_id, None)
+            account.pending.pop(upstream_id, None)
+            return known  # a fetch running goes on; its finish schedules nothing
+
+    def claim(
+        self, now: datetime, account_id: str, limits: AccountLimits, lease: timedelta
+    ) -> Claim | NoClaim:
+        account_id = _checks.account(account_id)
+        now_ms, lease_ms = _checks.instant(now), _checks.lease(lease)
+        concurrency, per_second, per_minute = _checks.limits(limits)
+        with self._lock:
+            account = self._account(account_id)
+            for upstream, (_, ends) in list(account.running.items()):
+                if ends <= now_ms:  # a lease that ended: its fetch is lost, due again
+                    del account.running[upstream]
+            requested = _first(account.priority)
+            candidate = requested[0] if requested else None
+            if candidate is None:
+                due = _first(account.cadence)
+                if due is None:
+                    return NoClaim(Refusal.NOTHING_DUE, None)
+                if due[1] > now_ms:
+                    return NoClaim(Refusal.NOTHING_DUE, timedelta(milliseconds=due[1] - now_ms))
+                candidate = due[0]
+            if len(account.running) >= concurrency:
+                first_end = min(ends for _, ends in account.running.values())
+                return NoClaim(Refusal.CONCURRENCY, timedelta(milliseconds=first_end - now_ms))
+            wait = self._call_wait(account, now_ms, per_second, per_minute)
+            if wait is not None:
+                return NoClaim(Refusal.CALLS, timedelta(milliseconds=wait))
+            token = secrets.token_hex(16)
+            ends = now_ms + lease_ms
+            self._add_call(account, now_ms)
+            account.running[candidate] = (token, ends)
+            account.priority.pop(candidate, None)
+            if candidate in account.cadence:  # due again if the lease ends unfinished
+                account.cadence[candidate] = ends
+            return Claim(account_id, candidate, token, from_ms(ends), requested is not None)
+
+    def renew(self, now: datetime, claim: Claim, lease: timedelta) -> Claim:
+        account_id, upstream_id, token = _checks.claim(claim)
+        now_ms, lease_ms = _checks.instant(now), _checks.lease(lease)
+        with self._lock:
+            account = self._current(account_id, upstream_id, token, now_ms)
+            ends = now_ms + lease_ms
+            account.running[upstream_id] = (token, ends)
+            if upstream_id in account.cadence:
+                account.cadence[upstream_id] = ends
+            return Claim(account_id, upstream_id, token, from_ms(ends), claim.requested)
+
+    def take_call(self, now: datetime, claim: Claim, limits: AccountLimits) -> timedelta | None:
+        account_id, upstream_id, token = _checks.claim(claim)
+        now_ms = _checks.instant(now)
+        _, per_second, per_minute = _checks.limits(limits)
+        with self._lock:
+            account = self._current(account_id, upstream_id, token, now_ms)
+            wait = self._call_wait(account, now_ms, per_second, per_minute)
+            if wait is not None:
+                return timedelta(milliseconds=wait)
+            self._add_call(account, now_ms)
+            return None
+
+    def finish(self, now: datetime, claim: Claim, next_due_at: datetime) -> None:
+        account_id, upstream_id, token = _checks.claim(claim)
+        now_ms, next_due = _checks.instant(now), _checks.due(next_due_at, "next_due_at")
+        with self._lock:
+            account = self._current(account_id, upstream_id, token, now_ms)
+            del account.running[upstream_id]
+            if upstream_id in account.cadence:
+                account.cadence[upstream_id] = next_due
+                requested = account.pending.pop(upstream_id, None)
+                if requested is not None:
+                    account.priority.setdefault(upstream_id, requested)
+
+    def request(
+        self, now: datetime, account_id: str, upstream_id: str, cooldown: timedelta
+    ) -> RequestOutcome:
+        account_id, upstream_id = _checks.ids(account_id, upstream_id)
+        now_ms, cooldown_ms = _checks.instant(now), _checks.cooldown(cooldown)
+        with self._lock:
+            account = self._account(account_id)
+            if upstream_id not in account.cadence:
+                return RequestOutcome.UNKNOWN
+            last = account.requests.get(upstream_id)
+            if last is not None and now_ms < last + cooldown_ms:
+                return RequestOutcome.MERGED
+            account.requests[upstream_id] = now_ms
+            running = account.running.get(upstream_id)
+            if running is not None and running[1] > now_ms:
+                account.pending.setdefault(upstream_id, now_ms)
+            else:
+                account.priority.setdefault(upstream_id, now_ms)
+            return RequestOutcome.ACCEPTED
+
+    # ------------------------------------------------------------------ rules
+    def _current(self, account_id: str, upstream_id: str, token: str, now_ms: int) -> _Account:
+        account = self._account(account_id)
+        running = account.running.get(upstream_id)
+        if running is None or running[0] != token or running[1] <= now_ms:
+            raise LeaseLost(f"the claim of {upstream_id} is not current")
+        return account
+
+    @staticmethod
+    def _call_wait(account: _Account, now_ms: int, per_second: int, per_minute: int) -> int | None:
+        """Milliseconds until one more call fits every window, or None if it fits now. A call
+        at ``t`` counts in the window of length ``w`` while ``t > now - w``."""
+        calls = account.calls
+        del calls[: bisect.bisect_right(calls, now_ms - 60_000)]  # out of every window
+        wait = None
+        for length, most in _checks.window_ms(per_second, per_minute):
+            inside = calls[bisect.bisect_right(calls, now_ms - length) :]
+            if len(inside) >= most:
+                leaves = inside[len(inside) - most] + length  # then one fewer than most remain
+                wait = max(wait or 0, leaves - now_ms)
+        return wait
+
+    @staticmethod
+    def _add_call(account: _Account, now_ms: int) -> None:
+        bisect.insort(account.calls, now_ms)

@@ -1,0 +1,74 @@
+"""What the fetch scheduler's port takes and answers (seed 001, adapted: per-account leases).
+
+An upstream (a vendor's order or product) is fetched on a cadence; several upstreams share one
+provider account and so its API limits. Per account the scheduler holds: the upstreams'
+due times (the cadence), the upstreams requested ahead of it (priority), the fetches running
+(a lease each, with its claim token), and the account's recent vendor API calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+#: Fetches one account may run at once, at most.
+MAX_CONCURRENCY = 64
+#: Vendor API calls per second and per minute an account may be given, at most. The calls of
+#: the last minute are kept one by one (an exact sliding window), so these bound that log.
+MAX_CALLS_PER_SECOND = 100
+MAX_CALLS_PER_MINUTE = 6_000
+#: Longest lease a claim or renewal may ask for: a fetch that holds one longer is stuck.
+MAX_LEASE = timedelta(minutes=30)
+#: Longest cooldown between two accepted requests of one upstream.
+MAX_COOLDOWN = timedelta(hours=1)
+#: Upstreams one account may have scheduled; a claim looks at no more candidates than
+#: ``MAX_CONCURRENCY + 1`` from each queue (every other one due is free, see claim.lua).
+MAX_UPSTREAMS_PER_ACCOUNT = 10_000
+
+
+@dataclass(frozen=True)
+class AccountLimits:
+    """One provider account's limits, as configured: fetches at once, and vendor API calls in
+    any window of one second and of one minute (None: no such limit)."""
+
+    concurrency: int = 1
+    calls_per_second: int | None = None
+    calls_per_minute: int | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The right to fetch ``upstream_id`` until ``lease_expires_at`` (unless renewed); the
+    ``token`` proves it to renew, take_call and finish. ``requested``: claimed for a request
+    (priority), not for the cadence."""
+
+    account_id: str
+    upstream_id: str
+    token: str
+    lease_expires_at: datetime
+    requested: bool
+
+
+class Refusal(StrEnum):
+    """Why a claim found nothing to run."""
+
+    NOTHING_DUE = "nothing_due"  # no upstream is due (or every due one is running)
+    CONCURRENCY = "concurrency"  # the account runs as many fetches as it may
+    CALLS = "calls"  # a vendor API call now would go over the account's budget
+
+
+@dataclass(frozen=True)
+class NoClaim:
+    """No fetch to run now; ``retry_after``: when one could be, if the scheduler knows (the
+    next due time, the first lease to end, the first call to leave the window)."""
+
+    reason: Refusal
+    retry_after: timedelta | None
+
+
+class RequestOutcome(StrEnum):
+    #: The upstream is fetched ahead of the cadence (or right after the fetch running now).
+    ACCEPTED = "accepted"
+    MERGED = "merged"  # within the cooldown of the last accepted request: nothing changed
+    UNKNOWN = "unknown"  # the upstream is not scheduled: nothing changed
