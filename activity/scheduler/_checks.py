@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from activity._checks import aware_ms, count, duration_ms, token
+from activity._checks import MAX_MS, YEAR_MS, aware_ms, count, duration_ms, token
 from activity._time import span_ms
 from activity.errors import InvalidRequest
 from activity.scheduler.types import (
@@ -27,8 +27,16 @@ def ids(account_id: object, upstream_id: object) -> tuple[str, str]:
     return account(account_id), token(upstream_id, "upstream_id")
 
 
+#: Latest instant the scheduler takes: an instant plus the longest lease or cooldown, or a
+#: minute of calls, stays within the 14 digits Redis's Lua JSON keeps exact.
+_LATEST_MS = MAX_MS - YEAR_MS
+
+
 def instant(value: object, what: str = "now") -> int:
-    return aware_ms(value, what)
+    ms = aware_ms(value, what)
+    if ms > _LATEST_MS:
+        raise InvalidRequest(f"{what} is out of range")
+    return ms
 
 
 def lease(value: object) -> int:
@@ -63,7 +71,7 @@ def claim(value: object) -> tuple[str, str, str]:
 
 
 def due(value: datetime | object, what: str) -> int:
-    return aware_ms(value, what)
+    return instant(value, what)
 
 
 def window_ms(per_second: int, per_minute: int) -> list[tuple[int, int]]:

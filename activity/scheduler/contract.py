@@ -222,6 +222,54 @@ class TestRequests:
         sched.forget("a1", "u1")
         refused(sched.claim(T0, "a1", ONE, LEASE), Refusal.NOTHING_DUE)
 
+    def test_a_request_by_a_clock_past_the_lease_never_makes_a_late_clock_claim_it_twice(
+        self, sched
+    ):
+        sched.schedule("a1", "u1", T0)
+        sched.schedule("a1", "u2", T0)
+        claimed(sched.claim(T0, "a1", MANY, LEASE))  # u1
+        assert sched.request(T0 + LEASE + MS, "a1", "u1", timedelta(0)) is RequestOutcome.ACCEPTED
+        behind = claimed(sched.claim(T0 + LEASE - timedelta(seconds=1), "a1", MANY, LEASE))
+        assert behind.upstream_id == "u2"  # u1's lease is live by this clock
+        refused(sched.claim(T0 + LEASE - timedelta(seconds=1), "a1", MANY, LEASE),
+                Refusal.NOTHING_DUE)  # fmt: skip
+
+    def test_a_request_made_while_a_lost_fetch_ran_is_served_by_its_next_claim_once(self, sched):
+        sched.schedule("a1", "u1", T0)
+        claimed(sched.claim(T0, "a1", ONE, LEASE))
+        sched.request(T0 + MS, "a1", "u1", timedelta(0))
+        again = claimed(sched.claim(T0 + LEASE, "a1", ONE, LEASE))  # the first lease ended
+        assert (again.upstream_id, again.requested) == ("u1", True)
+        sched.finish(T0 + LEASE + MS, again, T0 + timedelta(hours=1))
+        refused(sched.claim(T0 + LEASE + MS, "a1", ONE, LEASE), Refusal.NOTHING_DUE)
+
+
+class TestAccounts:
+    def test_dropping_an_account_forgets_all_of_it(self, sched):
+        limits = AccountLimits(concurrency=2, calls_per_minute=2)
+        sched.schedule("a1", "u1", T0)
+        sched.schedule("a1", "u2", T0 + LEASE)
+        sched.request(T0, "a1", "u2", timedelta(hours=1))
+        claim = claimed(sched.claim(T0, "a1", limits, LEASE))
+        sched.schedule("a2", "u1", T0)
+        sched.drop_account("a1")
+        refused(sched.claim(T0, "a1", limits, LEASE), Refusal.NOTHING_DUE)
+        with pytest.raises(LeaseLost):
+            sched.finish(T0, claim, T0)
+        assert sched.request(T0, "a1", "u2", timedelta(0)) is RequestOutcome.UNKNOWN
+        assert sched.schedule("a1", "u1", T0) is True  # a new start: its calls are gone too
+        claimed(sched.claim(T0, "a1", limits, LEASE))
+        claimed(sched.claim(T0, "a2", limits, LEASE))  # another account is untouched
+
+    def test_renewing_keeps_a_later_due_time_of_an_upstream_scheduled_again(self, sched):
+        sched.schedule("a1", "u1", T0)
+        claim = claimed(sched.claim(T0, "a1", ONE, LEASE))
+        sched.forget("a1", "u1")
+        sched.schedule("a1", "u1", T0 + timedelta(hours=1))
+        sched.renew(T0 + MS, claim, LEASE)  # then the worker dies
+        refused(sched.claim(T0 + LEASE + MS, "a1", ONE, LEASE), Refusal.NOTHING_DUE)
+        assert claimed(sched.claim(T0 + timedelta(hours=1), "a1", ONE, LEASE)).upstream_id == "u1"
+
 
 class TestCallBudget:
     def test_claims_take_a_call_and_never_go_over_the_calls_per_second(self, sched):
@@ -319,6 +367,14 @@ class TestInput:
         with pytest.raises(InvalidRequest):
             sched.finish(T0, claim, naive)
         sched.finish(T0, claim, T0)  # still current: nothing was changed
+
+    def test_instants_past_the_year_5137_are_refused(self, sched):
+        far = datetime(5138, 1, 1, tzinfo=UTC)
+        with pytest.raises(InvalidRequest):
+            sched.schedule("a1", "u1", far)
+        with pytest.raises(InvalidRequest):
+            sched.claim(far, "a1", ONE, LEASE)
+        refused(sched.claim(T0, "a1", ONE, LEASE), Refusal.NOTHING_DUE)
 
     def test_a_cooldown_out_of_range_is_refused(self, sched):
         sched.schedule("a1", "u1", T0 + LEASE)

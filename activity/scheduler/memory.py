@@ -13,6 +13,7 @@ from activity._time import from_ms
 from activity.errors import InvalidRequest, LeaseLost
 from activity.scheduler import _checks
 from activity.scheduler.types import (
+    MAX_CALLS_PER_MINUTE,
     MAX_UPSTREAMS_PER_ACCOUNT,
     AccountLimits,
     Claim,
@@ -59,7 +60,8 @@ class MemoryScheduler:
                 return False
             if len(account.cadence) >= MAX_UPSTREAMS_PER_ACCOUNT:
                 raise InvalidRequest(
-                    f"an account may have at most {MAX_UPSTREAMS_PER_ACCOUNT} upstreams scheduled"
+                    f"an account may have at most {MAX_UPSTREAMS_PER_ACCOUNT} upstreams scheduled",
+                    reason="too_many_upstreams",
                 )
             running = account.running.get(upstream_id)
             # Still running (forgotten, then scheduled again): not due before its lease ends.
@@ -69,12 +71,19 @@ class MemoryScheduler:
     def forget(self, account_id: str, upstream_id: str) -> bool:
         account_id, upstream_id = _checks.ids(account_id, upstream_id)
         with self._lock:
-            account = self._account(account_id)
+            account = self._accounts.get(account_id)
+            if account is None:
+                return False
             known = account.cadence.pop(upstream_id, None) is not None
             account.priority.pop(upstream_id, None)
             account.requests.pop(upstream_id, None)
             account.pending.pop(upstream_id, None)
             return known  # a fetch running goes on; its finish schedules nothing
+
+    def drop_account(self, account_id: str) -> None:
+        account_id = _checks.account(account_id)
+        with self._lock:
+            self._accounts.pop(account_id, None)
 
     def claim(
         self, now: datetime, account_id: str, limits: AccountLimits, lease: timedelta
@@ -107,9 +116,13 @@ class MemoryScheduler:
             self._add_call(account, now_ms)
             account.running[candidate] = (token, ends)
             account.priority.pop(candidate, None)
+            # A request made while a lost fetch ran is served by this claim, not after it.
+            waited = account.pending.pop(candidate, None) is not None
             if candidate in account.cadence:  # due again if the lease ends unfinished
                 account.cadence[candidate] = ends
-            return Claim(account_id, candidate, token, from_ms(ends), requested is not None)
+            return Claim(
+                account_id, candidate, token, from_ms(ends), requested is not None or waited
+            )
 
     def renew(self, now: datetime, claim: Claim, lease: timedelta) -> Claim:
         account_id, upstream_id, token = _checks.claim(claim)
@@ -118,8 +131,8 @@ class MemoryScheduler:
             account = self._current(account_id, upstream_id, token, now_ms)
             ends = now_ms + lease_ms
             account.running[upstream_id] = (token, ends)
-            if upstream_id in account.cadence:
-                account.cadence[upstream_id] = ends
+            if upstream_id in account.cadence:  # a later due time (scheduled again) stands
+                account.cadence[upstream_id] = max(account.cadence[upstream_id], ends)
             return Claim(account_id, upstream_id, token, from_ms(ends), claim.requested)
 
     def take_call(self, now: datetime, claim: Claim, limits: AccountLimits) -> timedelta | None:
@@ -152,15 +165,16 @@ class MemoryScheduler:
         account_id, upstream_id = _checks.ids(account_id, upstream_id)
         now_ms, cooldown_ms = _checks.instant(now), _checks.cooldown(cooldown)
         with self._lock:
-            account = self._account(account_id)
-            if upstream_id not in account.cadence:
+            account = self._accounts.get(account_id)
+            if account is None or upstream_id not in account.cadence:
                 return RequestOutcome.UNKNOWN
             last = account.requests.get(upstream_id)
             if last is not None and now_ms < last + cooldown_ms:
                 return RequestOutcome.MERGED
             account.requests[upstream_id] = now_ms
-            running = account.running.get(upstream_id)
-            if running is not None and running[1] > now_ms:
+            # Any running entry, its lease ended by this clock or not: only a claim gives a
+            # lease up, so a dispatcher whose clock is behind never sees it queued and running.
+            if upstream_id in account.running:
                 account.pending.setdefault(upstream_id, now_ms)
             else:
                 account.priority.setdefault(upstream_id, now_ms)
@@ -190,4 +204,8 @@ class MemoryScheduler:
 
     @staticmethod
     def _add_call(account: _Account, now_ms: int) -> None:
+        """Log the call; only the newest ``MAX_CALLS_PER_MINUTE`` are kept, which is all any
+        window can need (a limit is at most that; the answer depends on the newest ``most``
+        calls inside a window only), also when no limit applies."""
         bisect.insort(account.calls, now_ms)
+        del account.calls[:-MAX_CALLS_PER_MINUTE]

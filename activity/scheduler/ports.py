@@ -25,6 +25,11 @@ class FetchScheduler(Protocol):
         there. A fetch of it still running goes on, and its finish schedules nothing."""
         ...
 
+    def drop_account(self, account_id: str) -> None:
+        """Everything the scheduler holds for the account (its provider account is deleted):
+        its cadence, requests, running leases (their claims are lost) and call log."""
+        ...
+
     def claim(
         self, now: datetime, account_id: str, limits: AccountLimits, lease: timedelta
     ) -> Claim | NoClaim:

@@ -24,7 +24,9 @@ from activity.scheduler.types import (
 )
 
 _DIR = LUA_DIR / "scheduler"
-OPERATIONS = ("schedule", "forget", "claim", "renew", "take_call", "finish", "request")
+OPERATIONS = (
+    "schedule", "forget", "drop_account", "claim", "renew", "take_call", "finish", "request",
+)  # fmt: skip
 _WRAPPER = (
     "redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
     "  bind(KEYS[1], ARGV[1])\n"
@@ -54,6 +56,9 @@ class RedisScheduler:
     def forget(self, account_id: str, upstream_id: str) -> bool:
         account_id, upstream_id = _checks.ids(account_id, upstream_id)
         return bool(self._call("forget", account_id, upstream_id))
+
+    def drop_account(self, account_id: str) -> None:
+        self._call("drop_account", _checks.account(account_id))
 
     def claim(
         self, now: datetime, account_id: str, limits: AccountLimits, lease: timedelta

@@ -22,8 +22,8 @@ MAX_CALLS_PER_MINUTE = 6_000
 MAX_LEASE = timedelta(minutes=30)
 #: Longest cooldown between two accepted requests of one upstream.
 MAX_COOLDOWN = timedelta(hours=1)
-#: Upstreams one account may have scheduled; a claim looks at no more candidates than
-#: ``MAX_CONCURRENCY + 1`` from each queue (every other one due is free, see claim.lua).
+#: Upstreams one account may have scheduled (a claim reads the first member of each queue only:
+#: a running upstream is never due in either, see claim.lua).
 MAX_UPSTREAMS_PER_ACCOUNT = 10_000
 
 

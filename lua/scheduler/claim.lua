@@ -1,9 +1,11 @@
 -- claim.lua: the account's next fetch as a lease (seed 001's 领取): fetches whose lease ended
 -- given up first; then the first requested upstream (by request time, then ID), else the one
 -- due longest (due <= now; by due time, then ID); a free place under the concurrency; room for
--- one vendor API call in every window, which the claim takes. A running upstream is in
--- neither queue as due (its cadence score is its lease end, > now), so it is never claimed
--- twice at once.
+-- one vendor API call in every window, which the claim takes. A running upstream is never in
+-- the priority queue (request.lua marks it pending instead) and never due in the cadence by
+-- this clock (its score is its lease end, > now, or the lease was given up above), so it is
+-- never claimed twice at once by this clock; dispatchers' clocks must agree to well within a
+-- lease, since a lease ended by one clock is given up by a claim on that clock.
 -- KEYS[1]  <prefix>:{sched}:meta
 -- ARGV[1]  account digest   ARGV[2] now (caller clock, ms)   ARGV[3] lease (ms)
 -- ARGV[4]  concurrency   ARGV[5] calls per second (0: none)   ARGV[6] calls per minute (0: none)
@@ -40,4 +42,6 @@ redis.call('ZADD', k('running'), ends, candidate)
 redis.call('HSET', k('claims'), candidate, token)
 redis.call('ZREM', k('priority'), candidate)
 redis.call('ZADD', k('cadence'), 'XX', ends, candidate)  -- due again if the lease ends unfinished
+-- A request made while a lost fetch ran is served by this claim, not after it.
+if redis.call('HDEL', k('pending'), candidate) == 1 then requested = true end
 return ok({upstream = candidate, lease_ends = ends, requested = requested})

@@ -6,13 +6,16 @@
 -- Keys: KEYS[1] is `<prefix>:{sched}:meta`; ARGV[1] of every operation is the account's key
 -- digest, and `bind` names the account's keys from both, all under the `{sched}` hash tag:
 --   <prefix>:{sched}:acct:<digest>:cadence   ZSET upstream -> due ms
---   <prefix>:{sched}:acct:<digest>:priority  ZSET upstream -> request ms (requested, not running)
+--   <prefix>:{sched}:acct:<digest>:priority  ZSET upstream -> request ms (requested, no running
+--                                             entry: a request while one exists marks it pending)
 --   <prefix>:{sched}:acct:<digest>:running   ZSET upstream -> lease end ms (fetches running)
 --   <prefix>:{sched}:acct:<digest>:claims    HASH upstream -> claim token of its running fetch
 --   <prefix>:{sched}:acct:<digest>:requests  HASH upstream -> last accepted request ms
 --   <prefix>:{sched}:acct:<digest>:pending   HASH upstream -> request ms (requested while running)
---   <prefix>:{sched}:acct:<digest>:calls     ZSET "<ms>:<n>" -> ms (vendor API calls, last minute)
---   <prefix>:{sched}:acct:<digest>:seq       STRING n of the last call (gone with the calls)
+--   <prefix>:{sched}:acct:<digest>:calls     ZSET "<ms>:<n>" -> ms (vendor API calls, last minute,
+--                                             the newest 6,000 at most)
+--   <prefix>:{sched}:acct:<digest>:seq       STRING n of the last call (deleted when a check finds
+--                                             the log empty)
 -- Unlike the pool's library, there is no write buffer: each operation touches a few members.
 --
 -- Every instant is the caller's `now` (ARGV, ms), never the server's clock: the rules are
@@ -51,7 +54,7 @@ end
 
 -- Milliseconds until one more vendor API call fits every window, or nil if it fits now. A call
 -- at t counts in a window of length w while t > now - w; the log keeps the last minute only
--- (at most MAX_CALLS_PER_MINUTE members, as calls beyond a limit are never added).
+-- (and the newest MAX_CALLS_PER_MINUTE calls of it at most: add_call).
 local function call_wait(now, per_second, per_minute)
   redis.call('ZREMRANGEBYSCORE', k('calls'), '-inf', now - 60000)
   if redis.call('ZCARD', k('calls')) == 0 then redis.call('DEL', k('seq')) end
@@ -72,7 +75,12 @@ local function call_wait(now, per_second, per_minute)
   return wait
 end
 
+-- Logs a call; only the newest MAX_CALLS_PER_MINUTE (6,000) are kept, which is all any window
+-- can need (a limit is at most that, and the answer depends on the newest `most` calls inside
+-- a window only), also when the account has no limit.
+local MAX_CALLS = 6000
 local function add_call(now)
   local n = redis.call('INCR', k('seq'))
   redis.call('ZADD', k('calls'), now, now .. ':' .. n)
+  redis.call('ZREMRANGEBYRANK', k('calls'), 0, -(MAX_CALLS + 1))
 end

@@ -9,5 +9,5 @@ local upstream, token, now, lease = ARGV[2], ARGV[3], tonum(ARGV[4]), tonum(ARGV
 if not current(upstream, token, now) then return fail('lease_lost') end
 local ends = now + lease
 redis.call('ZADD', k('running'), 'XX', ends, upstream)
-redis.call('ZADD', k('cadence'), 'XX', ends, upstream)
+redis.call('ZADD', k('cadence'), 'XX', 'GT', ends, upstream)  -- a later due time stands
 return ok(ends)

@@ -10,8 +10,9 @@ if not redis.call('ZSCORE', k('cadence'), upstream) then return ok('unknown') en
 local last = redis.call('HGET', k('requests'), upstream)
 if last and now < tonum(last) + cooldown then return ok('merged') end
 redis.call('HSET', k('requests'), upstream, now)
-local ends = redis.call('ZSCORE', k('running'), upstream)
-if ends and tonum(ends) > now then
+-- Any running entry, its lease ended by this clock or not: only a claim gives a lease up, so
+-- a dispatcher whose clock is behind never finds it queued and running.
+if redis.call('ZSCORE', k('running'), upstream) then
   redis.call('HSETNX', k('pending'), upstream, now)  -- served right after the running fetch
 else
   redis.call('ZADD', k('priority'), 'NX', now, upstream)

@@ -61,9 +61,11 @@ class Differential(RuleBasedStateMachine):
         assert a == b, f"memory {a!r} != redis {b!r}"
         return a
 
-    @rule(delta=SPANS)
-    def time_passes(self, delta: timedelta) -> None:
-        self.now += delta
+    @rule(delta=SPANS, back=st.booleans())
+    def time_passes(self, delta: timedelta, back: bool) -> None:
+        # Backwards too: callers' clocks differ (a dispatcher behind a worker), and every rule
+        # must still agree.
+        self.now += -delta if back else delta
 
     @rule(account=st.sampled_from(ACCOUNTS), upstream=st.sampled_from(UPSTREAMS), delta=SPANS)
     def schedule(self, account: str, upstream: str, delta: timedelta) -> None:
@@ -72,6 +74,10 @@ class Differential(RuleBasedStateMachine):
     @rule(account=st.sampled_from(ACCOUNTS), upstream=st.sampled_from(UPSTREAMS))
     def forget(self, account: str, upstream: str) -> None:
         self.both(lambda s, _: s.forget(account, upstream))
+
+    @rule(account=st.sampled_from(ACCOUNTS))
+    def drop_account(self, account: str) -> None:
+        self.both(lambda s, _: s.drop_account(account))
 
     @rule(account=st.sampled_from(ACCOUNTS), limits=LIMITS, lease=SPANS)
     def claim(self, account: str, limits: AccountLimits, lease: timedelta) -> None:

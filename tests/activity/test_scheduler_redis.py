@@ -17,6 +17,7 @@ import redis
 from activity._time import to_ms
 from activity.scheduler import AccountLimits, Claim
 from activity.scheduler.redis import RedisScheduler
+from activity.scheduler.types import MAX_CALLS_PER_MINUTE
 from tests.harness.commands import REPO
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -118,3 +119,17 @@ def test_a_fetch_whose_process_is_killed_is_claimed_again_once_its_lease_ends(
         assert time.monotonic() < deadline, again
         time.sleep(0.05)
     assert again.upstream_id == "u1"
+
+
+def test_the_call_log_keeps_the_newest_calls_that_any_limit_can_need(client, prefix):
+    """Also for an account with no call limit: its log holds MAX_CALLS_PER_MINUTE at most."""
+    scheduler = RedisScheduler(client, prefix=prefix)
+    scheduler.schedule("a1", "u1", now())
+    claim = scheduler.claim(now(), "a1", AccountLimits(), timedelta(minutes=5))
+    assert isinstance(claim, Claim)
+    for _ in range(MAX_CALLS_PER_MINUTE + 50):
+        assert scheduler.take_call(now(), claim, AccountLimits()) is None
+    [key] = client.keys(f"{prefix}:{{sched}}:acct:*:calls")
+    assert client.zcard(key) == MAX_CALLS_PER_MINUTE
+    limited = AccountLimits(calls_per_minute=MAX_CALLS_PER_MINUTE)
+    assert scheduler.take_call(now(), claim, limited) is not None  # the newest say: full
