@@ -1,4 +1,5 @@
-"""Local Redis and PostgreSQL for development and tests: check, install, start, stop.
+"""Local Redis and PostgreSQL for development and tests: check, install, start, stop (and the
+installation of the forward proxies pool_admin/forward_proxies.py runs).
 
 No Django import: `make run`, `make test` and the pytest harness use this before Django is
 configured. Private servers listen on 127.0.0.1 only and run in their own sessions, so a Ctrl-C
@@ -20,6 +21,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
@@ -118,15 +120,26 @@ def postgres_bindir() -> Path | None:
     return found[-1] if found else None
 
 
+def forward_proxy_binary(name: str) -> str | None:
+    """``tinyproxy`` or ``microsocks``: the demo's and the checker tests' real forward proxies
+    (pool_admin/forward_proxies.py)."""
+    return shutil.which(name, path=_SBIN_PATH)
+
+
+#: Debian package -> whether what the project runs from it is there.
+REQUIRED_PACKAGES: dict[str, Callable[[], object]] = {
+    "redis-server": redis_server_binary,
+    "postgresql": postgres_bindir,
+    "tinyproxy": lambda: forward_proxy_binary("tinyproxy"),
+    "microsocks": lambda: forward_proxy_binary("microsocks"),
+}
+
+
 def ensure_installed() -> None:
-    """apt-get install redis-server / postgresql when their binaries are missing."""
-    packages = []
-    if redis_server_binary() is None:
-        packages.append("redis-server")
-    if postgres_bindir() is None:
-        packages.append("postgresql")
+    """apt-get install what ``REQUIRED_PACKAGES`` finds missing."""
+    packages = [name for name, present in REQUIRED_PACKAGES.items() if present() is None]
     if not packages:
-        say("redis-server and postgresql binaries are present")
+        say(f"{', '.join(REQUIRED_PACKAGES)}: binaries are present")
         return
     if os.geteuid() != 0:
         raise RuntimeError(f"missing {' '.join(packages)}; install them with apt-get as root")
@@ -135,8 +148,11 @@ def ensure_installed() -> None:
     subprocess.run(["apt-get", "update"], check=True, env=env)  # noqa: S607 - apt-get on PATH
     say(f"apt-get install -y {' '.join(packages)}")
     subprocess.run(["apt-get", "install", "-y", *packages], check=True, env=env)  # noqa: S603, S607
-    if redis_server_binary() is None or postgres_bindir() is None:
-        raise RuntimeError(f"apt-get installed {' '.join(packages)} but binaries are still missing")
+    still = [name for name, present in REQUIRED_PACKAGES.items() if present() is None]
+    if still:
+        raise RuntimeError(
+            f"apt-get installed {' '.join(packages)} but {' '.join(still)} is missing"
+        )
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -406,7 +422,7 @@ class PostgresCluster:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pool_admin.localservices")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("install", help="apt-get install redis-server/postgresql if missing")
+    sub.add_parser("install", help="apt-get install the servers the project runs, if missing")
     sub.add_parser("status", help="say whether REDIS_URL and DATABASE_URL answer")
     args = parser.parse_args(argv)
     if args.command == "install":

@@ -1,0 +1,135 @@
+"""Real local forward proxies: Debian's ``tinyproxy`` (HTTP, Basic auth) and ``microsocks``
+(SOCKS5, user/password), each a child process on 127.0.0.1. The demo provider hands them out
+(``make run``) and the checker's tests probe through them; neither is a proxy of ours.
+
+No Django import: the launcher and the tests start them before Django is configured.
+Installed by ``python -m pool_admin.localservices install`` (``REQUIRED_PACKAGES``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+from pool_admin.localservices import forward_proxy_binary, free_port
+
+
+class ForwardProxy:
+    """One forward proxy process on ``127.0.0.1:port`` that asks for ``username`` and
+    ``password`` (letters and digits only: both servers read them from a command line or a
+    config line split at spaces). ``protocol``: ``http`` or ``socks5``."""
+
+    protocol = ""
+    binary_name = ""
+
+    def __init__(self, directory: Path, username: str, password: str, port: int | None = None):
+        if not (username.isalnum() and password.isalnum() and username.isascii()
+                and password.isascii()):  # fmt: skip
+            raise ValueError("a forward proxy's username and password: ASCII letters and digits")
+        binary = forward_proxy_binary(self.binary_name)
+        if binary is None:
+            raise RuntimeError(
+                f"{self.binary_name} is not installed (python -m pool_admin.localservices install)"
+            )
+        self.binary = binary
+        self.directory = Path(directory)
+        self.username, self.password = username, password
+        self.port = port if port is not None else free_port()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def logfile(self) -> Path:
+        return self.directory / f"{self.binary_name}-{self.port}.log"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 10.0) -> None:
+        if self.running:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self.logfile.open("ab") as log:
+            # Own session: a terminal Ctrl-C reaches the launcher, which stops it in order.
+            self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, a Debian binary
+                self.argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                start_new_session=True,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                self._proc = None
+                tail = self.logfile.read_text(errors="replace")[-1500:]
+                raise RuntimeError(f"{self.binary_name} on port {self.port} exited:\n{tail}")
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
+            ):
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"{self.binary_name} on port {self.port} did not listen in {timeout} s")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM and wait; SIGKILL if it has not exited within ``timeout``."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> ForwardProxy:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class Tinyproxy(ForwardProxy):
+    """An HTTP proxy (absolute-URI requests and CONNECT to any port) with Basic auth."""
+
+    protocol = "http"
+    binary_name = "tinyproxy"
+
+    def argv(self) -> list[str]:
+        config = self.directory / f"tinyproxy-{self.port}.conf"
+        config.write_text(
+            f"Port {self.port}\n"
+            "Listen 127.0.0.1\n"
+            "Allow 127.0.0.1\n"
+            "Timeout 30\n"
+            "MaxClients 1024\n"
+            f"BasicAuth {self.username} {self.password}\n"
+            "DisableViaHeader Yes\n"
+            "LogLevel Warning\n"
+        )
+        return [self.binary, "-d", "-c", str(config)]
+
+
+class Microsocks(ForwardProxy):
+    """A SOCKS5 proxy with username/password authentication (RFC 1929)."""
+
+    protocol = "socks5"
+    binary_name = "microsocks"
+
+    def argv(self) -> list[str]:
+        return [self.binary, "-i", "127.0.0.1", "-p", str(self.port),
+                "-u", self.username, "-P", self.password]  # fmt: skip

@@ -1,0 +1,114 @@
+"""A check URL's server for the checker's tests and benchmark: real sockets on 127.0.0.1, in
+a thread of its own (its own event loop), answering ``/status/<code>`` with that status,
+``/slow`` never (it holds the connection), anything else 204. Optionally over TLS, with a
+self-signed certificate for 127.0.0.1 (``tls_client_context()`` trusts it)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import ipaddress
+import ssl
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+def _self_signed(folder: Path) -> tuple[Path, Path]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+class CheckTargetServer:
+    def __init__(self, tls: bool = False) -> None:
+        self.tls = tls
+        self.port = 0
+        self.requests = 0
+        self._folder = Path(tempfile.mkdtemp())
+        self._cert: Path | None = None
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def tls_client_context(self) -> ssl.SSLContext:
+        assert self._cert is not None
+        return ssl.create_default_context(cafile=str(self._cert))
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            head = await reader.readuntil(b"\r\n\r\n")
+            self.requests += 1
+            path = head.split(b" ", 2)[1].decode()
+            if path == "/slow":
+                await asyncio.sleep(3600)
+            status = int(path.rsplit("/", 1)[1]) if path.startswith("/status/") else 204
+            writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                         .encode())  # fmt: skip
+            await writer.drain()
+        writer.close()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        context = None
+        if self.tls:
+            self._cert, key = _self_signed(self._folder)
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(self._cert, key)
+        server = self._loop.run_until_complete(
+            asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=context, backlog=1024)
+        )
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+
+    def url(self, path: str = "/check") -> str:
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}{path}"
+
+    def __enter__(self) -> CheckTargetServer:
+        self._thread.start()
+        assert self._ready.wait(10)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+@contextlib.contextmanager
+def check_target(tls: bool = False) -> Iterator[CheckTargetServer]:
+    with CheckTargetServer(tls) as server:
+        yield server
