@@ -68,17 +68,20 @@ class CheckTargetServer:
         return ssl.create_default_context(cafile=str(self._cert))
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(Exception):
+        try:
             head = await reader.readuntil(b"\r\n\r\n")
             self.requests += 1
             path = head.split(b" ", 2)[1].decode()
             if path == "/slow":
-                await asyncio.sleep(3600)
+                await asyncio.sleep(3600)  # until the server stops (cancelled then)
             status = int(path.rsplit("/", 1)[1]) if path.startswith("/status/") else 204
             writer.write(f"HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                          .encode())  # fmt: skip
             await writer.drain()
-        writer.close()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            pass  # a client that went away or sent no request: nothing to answer
+        finally:
+            writer.close()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -93,7 +96,15 @@ class CheckTargetServer:
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         self._loop.run_forever()
+        # Stopped: every connection's handler is cancelled and closes its socket, then the
+        # loop is closed, so nothing is left for the garbage collector to warn about later.
         server.close()
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.run_until_complete(server.wait_closed())
+        self._loop.close()
 
     def url(self, path: str = "/check") -> str:
         return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}{path}"

@@ -1,0 +1,212 @@
+"""The reconciler: what one upstream lacks, asked of its provider within budget, put in the
+pool in chunks under one operation ID (ARCHITECTURE.md, "Filling the pool").
+
+``reconcile`` reads the upstream's managed count (``upstream_inventory``), asks the provider
+for at most ``min(max_size - managed, proxy_budget)`` proxies (``ask(count)``: the caller's
+fetch and parse with the upstream's preset), keeps the longest-lived of what came back (a
+vendor may send more than asked), and upserts them ``chunk`` at a time, chunk ``i`` under
+``f"{operation_id}:{i}"`` (an :class:`Intake`). Writing an intake again (after the store
+failed mid-way) never changes the counts twice: each chunk already written replays its first
+result, and only the chunks the first write did not reach are written. A new response is a new
+operation: the pool refuses other proxies under an operation ID it has seen
+(``IdempotencyConflict``), and the deficit, read again, accounts for what was written. Exits
+quarantined for every host are refused by the upsert itself (counted in ``quarantined``), and
+the pool's ``max_size`` check is the last word on capacity.
+
+A proxy's ID and unique key are digests of its upstream and exit (protocol, host, port, user
+name): the same proxy handed out again refreshes its record instead of adding one. Its password
+goes to ``credentials`` (a store the pool's resolver reads), never into the pool's batch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from activity._checks import digest
+from activity.credentials import CredentialVersion
+from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
+from activity.types import FetchedBatch, FetchedProxy, UpsertResult, UpstreamInventory
+
+#: Proxies per upsert call: the pool's own script batch, so one call is one script.
+DEFAULT_CHUNK = 500
+
+
+class ReconcilerPool(Protocol):
+    def upstream_inventory(self, upstream_id: str) -> UpstreamInventory: ...
+
+    def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult: ...
+
+
+class CredentialSink(Protocol):
+    def put(self, username: str, password: str) -> CredentialVersion: ...
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTarget:
+    """What the reconciler keeps an upstream at, from its configuration."""
+
+    upstream_id: str
+    max_size: int
+    safety_margin: timedelta
+    #: Connections one of its proxies takes at once (the vendor's limit per proxy).
+    max_concurrency: int = 1
+
+
+@dataclass(slots=True)
+class ReconcileResult:
+    #: ``max_size`` less the managed count, before the budget.
+    deficit: int = 0
+    #: How many proxies the provider was asked for (0: it was not asked).
+    asked: int = 0
+    #: Entries the response gave, and those of them left out because more came than asked.
+    received: int = 0
+    beyond_ask: int = 0
+    #: The parser's drops, by reason.
+    dropped: Counter[DropReason] = field(default_factory=Counter)
+    #: The upserts' results, added up over the chunks.
+    inserted: int = 0
+    refreshed: int = 0
+    over_capacity: int = 0
+    conflicts: int = 0
+    quarantined: int = 0
+    rejected: int = 0  # dropped by the pool (unusable, credentials unresolvable)
+    skipped_terminal: int = 0
+    replayed_chunks: int = 0
+
+    def add(self, result: UpsertResult) -> None:
+        """A chunk's result; a replayed one is counted as such only (its counts were the first
+        write's, already told), so a result says what this write changed."""
+        if result.replayed:
+            self.replayed_chunks += 1
+            return
+        self.inserted += result.inserted
+        self.refreshed += result.refreshed
+        self.over_capacity += result.over_capacity
+        self.conflicts += result.conflicts
+        self.quarantined += result.quarantined
+        self.rejected += result.dropped
+        self.skipped_terminal += result.skipped_terminal
+
+
+@dataclass(frozen=True, slots=True)
+class Intake:
+    """What one response becomes: the batches to write, each under its own operation ID (so
+    writing them again replays what was written and writes only the rest), and what was left
+    out of it."""
+
+    batches: tuple[FetchedBatch, ...]
+    received: int
+    beyond_ask: int
+    dropped: Counter[DropReason]
+
+
+class Reconciler:
+    def __init__(
+        self, pool: ReconcilerPool, credentials: CredentialSink, *, chunk: int = DEFAULT_CHUNK
+    ) -> None:
+        if not 1 <= chunk <= 10_000:
+            raise ValueError("chunk must be 1-10,000 proxies")
+        self.pool = pool
+        self.credentials = credentials
+        self.chunk = chunk
+
+    def deficit(self, target: UpstreamTarget) -> int:
+        managed = self.pool.upstream_inventory(target.upstream_id).managed
+        return max(0, target.max_size - managed)
+
+    def reconcile(
+        self,
+        now: datetime,
+        target: UpstreamTarget,
+        ask: Callable[[int], ParsedResponse],
+        *,
+        operation_id: str,
+        proxy_budget: int,
+    ) -> ReconcileResult:
+        """Fill ``target`` from ``ask``: plan, ask, prepare, write. The provider's errors
+        (``ProviderError``) propagate with nothing written; the pool's propagate from
+        ``write`` after the chunks done, and writing the same ``Intake`` again finishes it."""
+        if proxy_budget < 0:
+            raise ValueError("proxy_budget must not be negative")
+        deficit = self.deficit(target)
+        asked = min(deficit, proxy_budget)
+        if asked == 0:
+            return ReconcileResult(deficit=deficit)
+        intake = self.prepare(now, target, ask(asked), keep=asked, operation_id=operation_id)
+        result = self.write(intake)
+        result.deficit, result.asked = deficit, asked
+        return result
+
+    def prepare(
+        self,
+        now: datetime,
+        target: UpstreamTarget,
+        parsed: ParsedResponse,
+        *,
+        keep: int,
+        operation_id: str,
+    ) -> Intake:
+        """The batches of a response, its ``keep`` longest-lived entries (ties by exit), their
+        passwords put in the credentials store once."""
+        entries = sorted(parsed.entries, key=_keep_order)[:keep]
+        proxies = [self._proxy(target, entry) for entry in entries]
+        batches = tuple(
+            FetchedBatch(
+                upstream_id=target.upstream_id,
+                proxies=tuple(proxies[index : index + self.chunk]),
+                max_size=target.max_size,
+                safety_margin=target.safety_margin,
+                fetched_at=now,
+                operation_id=f"{operation_id}:{index // self.chunk}",
+            )
+            for index in range(0, len(proxies), self.chunk)
+        )
+        received = len(parsed.entries)
+        return Intake(batches, received, received - len(entries), Counter(parsed.dropped))
+
+    def write(self, intake: Intake) -> ReconcileResult:
+        """Upsert the batches in order; stops after one the upstream's ``max_size`` cut."""
+        result = ReconcileResult(
+            received=intake.received, beyond_ask=intake.beyond_ask, dropped=intake.dropped
+        )
+        for batch in intake.batches:
+            chunk_result = self.pool.upsert_fetched(batch)
+            result.add(chunk_result)
+            if chunk_result.over_capacity:
+                break  # full: the batches after it would only be refused
+        return result
+
+    def _proxy(self, target: UpstreamTarget, entry: ProxyEntry) -> FetchedProxy:
+        secret_ref = None
+        if entry.username is not None and entry.password is not None:
+            secret_ref = self.credentials.put(entry.username, entry.password).ref
+        return FetchedProxy(
+            proxy_id=proxy_id_of(target.upstream_id, entry),
+            unique_key=digest(_exit(entry)),
+            host=entry.host,
+            port=entry.port,
+            protocol=entry.protocol,
+            expires_at=entry.expires_at,
+            region=entry.region,
+            carrier=entry.carrier,
+            max_concurrency=target.max_concurrency,
+            secret_ref=secret_ref,
+        )
+
+
+def proxy_id_of(upstream_id: str, entry: ProxyEntry) -> str:
+    """The pool's ID of a provider's proxy: its upstream and a digest of its exit, the same
+    each time the provider hands it out."""
+    return f"{upstream_id}:{digest(upstream_id, _exit(entry))[:24]}"
+
+
+def _exit(entry: ProxyEntry) -> str:
+    return f"{entry.protocol}://{entry.username or ''}@{entry.host}:{entry.port}"
+
+
+def _keep_order(entry: ProxyEntry) -> tuple[float, str, int, str]:
+    return (-entry.expires_at.timestamp(), entry.host, entry.port, entry.username or "")
