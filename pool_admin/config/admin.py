@@ -33,6 +33,7 @@ from pool_admin.config.models import (
     ApiClient,
     ApiKey,
     Credential,
+    ProviderAccount,
     Upstream,
     UpstreamQuality,
     WorkerGroup,
@@ -112,6 +113,62 @@ class CredentialAdmin(ReadOnlyHistoryAdmin):
         return obj.secret_status
 
 
+class AccountUpstreams(admin.TabularInline):
+    """An account's upstreams on its page, read-only: each is edited on its own page."""
+
+    model = Upstream
+    fields = ("name", "enabled", "kind", "preset", "max_size", "fetch_interval_s")
+    readonly_fields = fields
+    show_change_link = True
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ProviderAccount)
+class ProviderAccountAdmin(SimpleHistoryAdmin):
+    list_display = (
+        "name",
+        "enabled",
+        "credential",
+        "api_calls_per_second",
+        "api_calls_per_minute",
+        "proxies_per_minute",
+        "fetch_concurrency",
+        "upstream_count",
+        "updated_at",
+    )
+    list_filter = ("enabled", "credential")
+    search_fields = ("name",)
+    readonly_fields = TIMESTAMPS
+    inlines = (AccountUpstreams,)
+    fieldsets = (
+        (None, {"fields": ("name", "enabled", "credential")}),
+        (
+            "Limits (over all of its upstreams)",
+            {
+                "fields": (
+                    "api_calls_per_second",
+                    "api_calls_per_minute",
+                    "proxies_per_minute",
+                    "fetch_concurrency",
+                )
+            },
+        ),
+        ("Timestamps", {"fields": TIMESTAMPS}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ProviderAccount]:
+        accounts: QuerySet[ProviderAccount] = super().get_queryset(request)
+        return accounts.annotate(upstreams_n=Count("upstreams"))
+
+    @admin.display(description="Upstreams", ordering="upstreams_n")
+    def upstream_count(self, obj: ProviderAccount) -> int:
+        return obj.upstreams_n  # type: ignore[attr-defined,no-any-return]
+
+
 @admin.register(Upstream)
 class UpstreamAdmin(SimpleHistoryAdmin):
     list_display = (
@@ -121,21 +178,25 @@ class UpstreamAdmin(SimpleHistoryAdmin):
         "default_protocol",
         "default_region",
         "max_size",
-        "fetch_calls_per_minute",
-        "credential",
+        "account",
         "reports_1h",
         "ok_1h",
         "banned_1h",
         "updated_at",
     )
-    list_filter = ("enabled", "kind", "default_protocol", "default_region", "credential")
+    list_filter = ("enabled", "account", "kind", "preset", "default_protocol", "default_region")
+    list_select_related = ("account",)
+    autocomplete_fields = ("account",)
     search_fields = ("name", "endpoint_url", "default_region", "default_carrier")
     readonly_fields = TIMESTAMPS
     # A URL typed without a scheme means https (Django 6's default; silences its warning).
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     fieldsets = (
-        (None, {"fields": ("name", "enabled")}),
-        ("Provider endpoint", {"fields": ("kind", "endpoint_url", "request_params", "credential")}),
+        (None, {"fields": ("name", "enabled", "account")}),
+        (
+            "Provider endpoint",
+            {"fields": ("kind", "preset", "expiry_zone", "endpoint_url", "request_params")},
+        ),
         (
             "Proxy defaults",
             {
@@ -149,8 +210,14 @@ class UpstreamAdmin(SimpleHistoryAdmin):
                 )
             },
         ),
-        ("Fetch budget", {"fields": ("fetch_calls_per_minute", "fetch_proxies_per_minute")}),
-        ("Health check", {"fields": ("check_url", "check_timeout_ms", "check_interval_s")}),
+        (
+            "Fetching",
+            {"fields": ("fetch_interval_s", "low_water_mark", "refill_cooldown_s")},
+        ),
+        (
+            "Health check",
+            {"fields": ("trust_provider", "check_url", "check_timeout_ms", "check_interval_s")},
+        ),
         ("Timestamps", {"fields": TIMESTAMPS}),
     )
 

@@ -28,7 +28,14 @@ from pool_admin import pool as pool_module
 from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.credential_store import CredentialStore
-from pool_admin.config.models import ApiClient, ApiKey, Credential, Upstream, WorkerGroup
+from pool_admin.config.models import (
+    ApiClient,
+    ApiKey,
+    Credential,
+    ProviderAccount,
+    Upstream,
+    WorkerGroup,
+)
 from pool_admin.localservices import free_port
 from tests.pool_admin.api.conftest import FastFirstHandler
 
@@ -71,10 +78,13 @@ def world(settings, redis_url, unique_prefix):
         username="proxy-user",
         purpose=Credential.Purpose.PROXY_AUTH,
     )
+    account = ProviderAccount.objects.create(
+        name="acme", credential=Credential.objects.get(name="acme-api")
+    )
     upstream = Upstream.objects.create(
         name="acme-us",
+        account=account,
         endpoint_url="https://api.acme.example/v1/proxies",
-        credential=Credential.objects.get(name="acme-api"),
         default_region="us",
     )
     client_row = ApiClient.objects.create(
@@ -123,7 +133,7 @@ def world(settings, redis_url, unique_prefix):
         "plaintext": plaintext,
         "redis": conn,
         "prefixes": [unique_prefix],  # the pool's keys, the clients' rate limits among them
-        "objects": [upstream, client_row, key, group, *Credential.objects.all()],
+        "objects": [account, upstream, client_row, key, group, *Credential.objects.all()],
     }
     flush_usage()
     conn.close()

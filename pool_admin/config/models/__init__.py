@@ -6,6 +6,7 @@ API cannot store a value the pool would reject later. History (who changed what)
 django-simple-history; secret material is excluded from it.
 """
 
+from pool_admin.config.models.accounts import ProviderAccount
 from pool_admin.config.models.base import LABEL_HELP, LABEL_RE, PROTOCOL_CHOICES, validate_label
 from pool_admin.config.models.clients import ApiClient, ApiKey
 from pool_admin.config.models.credentials import Credential
@@ -20,6 +21,7 @@ __all__ = [
     "ApiClient",
     "ApiKey",
     "Credential",
+    "ProviderAccount",
     "Upstream",
     "UpstreamQuality",
     "WorkerGroup",

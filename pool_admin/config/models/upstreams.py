@@ -1,15 +1,18 @@
-"""Upstreams: the provider accounts the pool fetches proxies from."""
+"""Upstreams: what the pool fetches proxies from, each under its provider account."""
 
 from __future__ import annotations
 
 import re
 from datetime import timedelta
 from urllib.parse import parse_qsl, urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
+from activity.providers.presets import PRESETS, UpstreamOptions
+from pool_admin.config.models.accounts import ProviderAccount
 from pool_admin.config.models.base import (
     LABEL_HELP,
     POOL_LIMITS,
@@ -19,7 +22,9 @@ from pool_admin.config.models.base import (
     label_field,
     seconds,
 )
-from pool_admin.config.models.credentials import Credential
+
+#: The vendor presets an upstream can read its answers with (activity/providers/presets.py).
+PRESET_CHOICES = [(name, preset.title) for name, preset in PRESETS.items()]
 
 # Query parameters whose names look like credentials belong in a Credential, not in plain JSON
 # (which history, the admin and logs show). Matched on word parts: "api_key", "accessToken".
@@ -33,27 +38,40 @@ def _looks_secret(name: str) -> bool:
 
 
 class Upstream(ConfigModel):
-    """A provider account: where to fetch proxies, with what budget, and how to check them."""
+    """A vendor's order or product: where to fetch its proxies, how often, how to read the
+    answer, and how to check them; its account holds the credential and the limits."""
 
     class Kind(models.TextChoices):
+        PRESET = "preset", "A vendor's shape (preset)"
         JSON_LIST = "json_list", "JSON list of proxies"
         TEXT_LINES = "text_lines", "Text, one proxy per line"
 
     name = label_field(unique=True, help_text=f"The pool's upstream ID. {LABEL_HELP}")
     enabled = models.BooleanField(default=True)
+    account = models.ForeignKey(
+        ProviderAccount,
+        on_delete=models.PROTECT,  # an account's upstreams go first: their proxies come from it
+        related_name="upstreams",
+        help_text="The vendor account its fetches are made with and counted against.",
+    )
     kind = models.CharField(max_length=20, choices=Kind, default=Kind.JSON_LIST)
+    preset = models.CharField(
+        max_length=40,
+        blank=True,
+        choices=PRESET_CHOICES,
+        help_text="For the preset kind: which vendor's answer this is (docs/OPERATIONS.md).",
+    )
+    expiry_zone = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="IANA time zone of the vendor's times without an offset, e.g. Asia/Shanghai "
+        "(blank: the preset's).",
+    )
     endpoint_url = models.URLField(max_length=2000, help_text="http(s) URL of the provider's API.")
     request_params = models.JSONField(
         default=dict,
         blank=True,
         help_text="JSON object of extra query parameters. Secrets go in the credential.",
-    )
-    credential = models.ForeignKey(
-        Credential,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,  # deleting a credential an upstream uses would stop its fetch
-        related_name="upstreams",
     )
     default_protocol = models.CharField(max_length=8, choices=PROTOCOL_CHOICES, default="http")
     default_region = label_field(blank=True)
@@ -73,9 +91,27 @@ class Upstream(ConfigModel):
     max_size = models.PositiveIntegerField(
         default=1_000, validators=bounds(1, 1_000_000), help_text="Most unextracted proxies."
     )
-    fetch_calls_per_minute = models.PositiveIntegerField(default=60, validators=bounds(1, 6_000))
-    fetch_proxies_per_minute = models.PositiveIntegerField(
-        default=1_000, validators=bounds(1, 1_000_000)
+    fetch_interval_s = models.PositiveIntegerField(
+        "fetch interval (s)",
+        default=30,
+        validators=bounds(1, 86_400),
+        help_text="How often it is fetched when nothing asks for a fetch sooner.",
+    )
+    low_water_mark = models.PositiveIntegerField(
+        default=0,
+        validators=bounds(0, 1_000_000),
+        help_text="On-demand refill: an extract that leaves fewer unextracted proxies than this "
+        "asks for a fetch at once (0: off).",
+    )
+    refill_cooldown_s = models.PositiveIntegerField(
+        "refill cooldown (s)",
+        default=10,
+        validators=bounds(0, 3_600),
+        help_text="Refill requests this soon after the last one are merged into it.",
+    )
+    trust_provider = models.BooleanField(
+        default=False,
+        help_text="Its proxies are handed out without a health check first.",
     )
     check_url = models.URLField(max_length=2000, default="https://www.gstatic.com/generate_204")
     check_timeout_ms = models.PositiveIntegerField(default=5_000, validators=bounds(100, 60_000))
@@ -128,8 +164,36 @@ class Upstream(ConfigModel):
         timeout, interval = self.check_timeout_ms, self.check_interval_s
         if _ints(timeout, interval) and timeout > interval * 1000:
             errors["check_timeout_ms"] = "Must not exceed the check interval."
+        if _ints(self.low_water_mark, self.max_size) and self.low_water_mark > self.max_size:
+            errors["low_water_mark"] = "Must not exceed the most unextracted proxies (max size)."
+        errors.update(self._format_problems())
         if errors:
             raise ValidationError(errors)
+
+    def _format_problems(self) -> dict[str, str]:
+        """What stops the upstream's answer from being read: a preset without the preset
+        kind or the other way round, an unknown zone, options its preset cannot take."""
+        if self.kind == self.Kind.PRESET and not self.preset:
+            return {"preset": "Choose the vendor's preset."}
+        if self.kind != self.Kind.PRESET and self.preset:
+            return {"preset": "A preset is for the preset kind only: clear it or change the kind."}
+        if self.expiry_zone:
+            try:
+                ZoneInfo(self.expiry_zone)
+            except (ZoneInfoNotFoundError, ValueError):
+                return {"expiry_zone": "Enter an IANA time zone, e.g. Asia/Shanghai or UTC."}
+        if self.preset in PRESETS and _ints(self.default_ttl_s, self.max_size):
+            options = UpstreamOptions(
+                protocol=self.default_protocol,
+                default_lifetime=self.default_ttl,
+                max_entries=self.max_size,
+                zone=self.expiry_zone or None,
+            )
+            try:
+                PRESETS[self.preset].format(options)
+            except ValueError as exc:
+                return {"preset": f"This preset cannot be used so: {exc}"}
+        return {}
 
 
 def _ints(*values: object) -> bool:

@@ -26,7 +26,7 @@ from pool_admin import pool as pool_module
 from pool_admin.api import auth
 from pool_admin.api.fast_extract import FastExtract
 from pool_admin.api.usage import flush_usage
-from pool_admin.config.models import ApiClient, ApiKey, Upstream
+from pool_admin.config.models import ApiClient, ApiKey, ProviderAccount, Upstream
 
 PROXY_PASSWORD = "proxy-pw-Zq81!secret"
 
@@ -108,9 +108,14 @@ def seed(redis_url, unique_prefix):
 
 @pytest.fixture
 def upstreams(db):
+    account = ProviderAccount.objects.create(name="acme")
     return SimpleNamespace(
-        us=Upstream.objects.create(name="acme-us", endpoint_url="https://acme.example/p"),
-        eu=Upstream.objects.create(name="acme-eu", endpoint_url="https://acme.example/p"),
+        us=Upstream.objects.create(
+            name="acme-us", account=account, endpoint_url="https://acme.example/p"
+        ),
+        eu=Upstream.objects.create(
+            name="acme-eu", account=account, endpoint_url="https://acme.example/p"
+        ),
     )
 
 

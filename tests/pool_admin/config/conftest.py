@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 from cryptography.fernet import Fernet
 
-from pool_admin.config.models import ApiClient, Credential, Upstream, WorkerGroup
+from pool_admin.config.models import ApiClient, Credential, ProviderAccount, Upstream, WorkerGroup
 
 SECRET = "test-provider-token-7Qx9!s3cr3t"
 
@@ -27,12 +27,17 @@ def credential(keys):
 
 
 @pytest.fixture
-def upstream(credential):
+def account(credential):
+    return ProviderAccount.objects.create(name="acme", credential=credential)
+
+
+@pytest.fixture
+def upstream(account):
     return Upstream.objects.create(
         name="acme-us",
+        account=account,
         endpoint_url="https://api.acme.example/v1/proxies",
         request_params={"country": "us", "count": 50},
-        credential=credential,
         default_region="us",
     )
 

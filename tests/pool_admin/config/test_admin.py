@@ -6,7 +6,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from pool_admin.config.models import ApiClient, ApiKey, Credential, Upstream, WorkerGroup
+from pool_admin.config.models import (
+    ApiClient,
+    ApiKey,
+    Credential,
+    ProviderAccount,
+    Upstream,
+    WorkerGroup,
+)
 
 from .conftest import SECRET
 
@@ -129,15 +136,18 @@ def upstream_form(**overrides):
         "kind": "json_list",
         "endpoint_url": "https://api.acme.example/v1/proxies",
         "request_params": "{}",
-        "credential": "",
+        "account": str(ProviderAccount.objects.get_or_create(name="acme")[0].pk),
+        "preset": "",
+        "expiry_zone": "",
         "default_protocol": "http",
         "default_region": "",
         "default_carrier": "",
         "default_ttl_s": "300",
         "safety_margin_s": "5",
         "max_size": "1000",
-        "fetch_calls_per_minute": "60",
-        "fetch_proxies_per_minute": "1000",
+        "fetch_interval_s": "30",
+        "low_water_mark": "0",
+        "refill_cooldown_s": "10",
         "check_url": "https://check.example/204",
         "check_timeout_ms": "5000",
         "check_interval_s": "30",
@@ -269,3 +279,21 @@ def test_a_key_is_revoked_from_its_own_page(client, boss, api_client):
 
 def test_api_keys_cannot_be_added_directly(client, boss):
     assert client.get(url(ApiKey, "add")).status_code == 403
+
+
+def test_an_accounts_page_lists_its_upstreams_and_an_upstream_takes_a_preset(client, boss):
+    assert (
+        client.post(url(Upstream, "add"), upstream_form(kind="preset", preset="")).status_code
+        == 200
+    )
+    created = client.post(
+        url(Upstream, "add"),
+        upstream_form(kind="preset", preset="kuaidaili_getdps_json", expiry_zone="Asia/Shanghai"),
+    )
+    assert created.status_code == 302
+    upstream = Upstream.objects.get()
+    assert (upstream.preset, upstream.account.name) == ("kuaidaili_getdps_json", "acme")
+    page = client.get(url(ProviderAccount, "change", upstream.account.pk)).content.decode()
+    assert "acme-eu" in page and "Limits (over all of its upstreams)" in page
+    listing = client.get(url(ProviderAccount, "changelist")).content.decode()
+    assert "acme" in listing

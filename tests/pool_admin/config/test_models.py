@@ -3,12 +3,15 @@
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
+from django.db.models import ProtectedError
 
 from activity._validation import token as activity_token
 from activity.errors import InvalidRequest
+from activity.scheduler import AccountLimits
 from pool_admin.config.models import (
     ApiClient,
     Credential,
+    ProviderAccount,
     Upstream,
     WorkerGroup,
     validate_label,
@@ -27,7 +30,8 @@ def errors_of(make, **fields):
 
 
 def create_upstream(**fields):
-    return Upstream.objects.create(**{**GOOD, **fields})
+    account, _ = ProviderAccount.objects.get_or_create(name="acme")
+    return Upstream.objects.create(**{**GOOD, "account": account, **fields})
 
 
 @pytest.mark.parametrize(
@@ -62,7 +66,6 @@ def test_token_rule_refuses_what_the_pool_refuses(value):
         ({"max_size": 0}, "max_size", "greater than or equal to 1"),
         ({"safety_margin_s": -5}, "safety_margin_s", "greater than or equal to 0"),
         ({"default_ttl_s": 90_000}, "default_ttl_s", "less than or equal to 86400"),
-        ({"fetch_calls_per_minute": 0}, "fetch_calls_per_minute", "greater than or equal to 1"),
         ({"check_timeout_ms": 10}, "check_timeout_ms", "greater than or equal to 100"),
         ({"default_ttl_s": 10, "safety_margin_s": 10}, "safety_margin_s", "shorter than"),
         (
@@ -191,3 +194,57 @@ def test_credential_history_never_holds_ciphertext(credential):
     credential.set_secret("another-secret-value")
     credential.save()
     assert [h.version for h in credential.history.all()] == [2, 1]
+
+
+def test_an_account_gives_the_scheduler_its_limits_and_refuses_out_of_range_ones():
+    account = ProviderAccount.objects.create(
+        name="kdl", api_calls_per_second=10, api_calls_per_minute=300, fetch_concurrency=2
+    )
+    assert account.limits == AccountLimits(concurrency=2, calls_per_second=10, calls_per_minute=300)
+    for fields, field in (
+        ({"api_calls_per_second": 101}, "api_calls_per_second"),
+        ({"api_calls_per_minute": 0}, "api_calls_per_minute"),
+        ({"fetch_concurrency": 65}, "fetch_concurrency"),
+        ({"name": "bad name"}, "name"),
+    ):
+        errors = errors_of(ProviderAccount.objects.create, **{"name": "other", **fields})
+        assert field in errors
+    assert list(ProviderAccount.objects.values_list("name", flat=True)) == ["kdl"]
+
+
+def test_an_account_with_upstreams_cannot_be_deleted():
+    upstream = create_upstream()
+    with pytest.raises(ProtectedError):
+        upstream.account.delete()
+    upstream.delete()
+    upstream.account.delete()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "message"),
+    [
+        ({"kind": "preset"}, "preset", "Choose the vendor's preset"),
+        ({"kind": "json_list", "preset": "zhima_getip_json"}, "preset", "for the preset kind"),
+        ({"kind": "preset", "preset": "nope"}, "preset", "is not a valid choice"),
+        (
+            {"kind": "preset", "preset": "zhima_getip_json", "expiry_zone": "Mars/Olympus"},
+            "expiry_zone",
+            "IANA time zone",
+        ),
+        ({"low_water_mark": 2_000, "max_size": 1_000}, "low_water_mark", "must not exceed"),
+        ({"fetch_interval_s": 0}, "fetch_interval_s", "greater than or equal to 1"),
+        ({"refill_cooldown_s": 3_601}, "refill_cooldown_s", "less than or equal to 3600"),
+    ],
+)
+def test_how_an_upstream_reads_its_answers_is_checked_before_it_is_saved(fields, field, message):
+    errors = errors_of(create_upstream, **fields)
+    assert field in errors and message.lower() in " ".join(errors[field]).lower(), errors
+    assert not Upstream.objects.exists()
+
+
+def test_every_preset_can_be_chosen_with_the_defaults():
+    from activity.providers.presets import PRESETS
+
+    for n, name in enumerate(PRESETS):
+        create_upstream(name=f"u{n}", kind="preset", preset=name, expiry_zone="Asia/Shanghai")
+    assert Upstream.objects.count() == len(PRESETS)

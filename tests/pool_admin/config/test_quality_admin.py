@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from pool_admin.config.models import Upstream, UpstreamQuality
+from pool_admin.config.models import ProviderAccount, Upstream, UpstreamQuality
 from pool_admin.config.quality import minute_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
@@ -26,7 +26,10 @@ def boss(client):
 
 
 def upstream(name: str) -> Upstream:
-    return Upstream.objects.create(name=name, endpoint_url="https://acme.example/p")
+    account, _ = ProviderAccount.objects.get_or_create(name="acme")
+    return Upstream.objects.create(
+        name=name, account=account, endpoint_url="https://acme.example/p"
+    )
 
 
 def test_the_upstream_list_shows_the_last_hours_quality(client, boss):
