@@ -4,14 +4,14 @@ pool in chunks under one operation ID (ARCHITECTURE.md, "Filling the pool").
 ``reconcile`` reads the upstream's managed count (``upstream_inventory``), asks the provider
 for at most ``min(max_size - managed, proxy_budget)`` proxies (``ask(count)``: the caller's
 fetch and parse with the upstream's preset), keeps the longest-lived of what came back (a
-vendor may send more than asked), and upserts them ``chunk`` at a time, chunk ``i`` under
-``f"{operation_id}:{i}"`` (an :class:`Intake`). Writing an intake again (after the store
-failed mid-way) never changes the counts twice: each chunk already written replays its first
-result, and only the chunks the first write did not reach are written. A new response is a new
-operation: the pool refuses other proxies under an operation ID it has seen
-(``IdempotencyConflict``), and the deficit, read again, accounts for what was written. Exits
-quarantined for every host are refused by the upsert itself (counted in ``quarantined``), and
-the pool's ``max_size`` check is the last word on capacity.
+vendor may send more than asked; a proxy listed twice counts once), and upserts them ``chunk``
+at a time, chunk ``i`` under ``f"{operation_id}:{i}"`` (an :class:`Intake`). Writing an intake
+again (after the store failed mid-way) never changes the counts twice: each chunk already
+written replays its first result, and only the chunks the first write did not reach are
+written. A new response is a new operation: the pool refuses other proxies under an operation
+ID it has seen (``IdempotencyConflict``), and the deficit, read again, accounts for what was
+written. Exits quarantined for every host are refused by the upsert itself (counted in
+``quarantined``), and the pool's ``max_size`` check is the last word on capacity.
 
 A proxy's ID and unique key are digests of its upstream and exit (protocol, host, port, user
 name): the same proxy handed out again refreshes its record instead of adding one. Its password
@@ -65,6 +65,8 @@ class ReconcileResult:
     #: Entries the response gave, and those of them left out because more came than asked.
     received: int = 0
     beyond_ask: int = 0
+    #: Entries of a proxy listed twice in the response (one kept).
+    duplicates: int = 0
     #: The parser's drops, by reason.
     dropped: Counter[DropReason] = field(default_factory=Counter)
     #: The upserts' results, added up over the chunks.
@@ -102,6 +104,8 @@ class Intake:
     received: int
     beyond_ask: int
     dropped: Counter[DropReason]
+    #: Entries of a proxy the response listed already (the same exit): one is kept.
+    duplicates: int = 0
 
 
 class Reconciler:
@@ -152,7 +156,15 @@ class Reconciler:
     ) -> Intake:
         """The batches of a response, its ``keep`` longest-lived entries (ties by exit), their
         passwords put in the credentials store once."""
-        entries = sorted(parsed.entries, key=_keep_order)[:keep]
+        entries: list[ProxyEntry] = []
+        seen: set[str] = set()
+        for entry in sorted(parsed.entries, key=_keep_order):
+            if _exit(entry) in seen:
+                continue  # the same proxy listed twice: its longest-lived listing stands
+            seen.add(_exit(entry))
+            entries.append(entry)
+        duplicates = len(parsed.entries) - len(entries)
+        entries = entries[:keep]
         proxies = [self._proxy(target, entry) for entry in entries]
         batches = tuple(
             FetchedBatch(
@@ -166,12 +178,16 @@ class Reconciler:
             for index in range(0, len(proxies), self.chunk)
         )
         received = len(parsed.entries)
-        return Intake(batches, received, received - len(entries), Counter(parsed.dropped))
+        beyond = received - duplicates - len(entries)
+        return Intake(batches, received, beyond, Counter(parsed.dropped), duplicates)
 
     def write(self, intake: Intake) -> ReconcileResult:
         """Upsert the batches in order; stops after one the upstream's ``max_size`` cut."""
         result = ReconcileResult(
-            received=intake.received, beyond_ask=intake.beyond_ask, dropped=intake.dropped
+            received=intake.received,
+            beyond_ask=intake.beyond_ask,
+            duplicates=intake.duplicates,
+            dropped=intake.dropped,
         )
         for batch in intake.batches:
             chunk_result = self.pool.upsert_fetched(batch)

@@ -175,3 +175,14 @@ def test_a_malformed_response_writes_nothing(harness):
         reconciler(harness).reconcile(harness.now, TARGET, broken, operation_id="op1",
                                       proxy_budget=100)  # fmt: skip
     assert harness.pool.upstream_inventory("u1").managed == 0
+
+
+def test_a_proxy_listed_twice_in_a_response_is_taken_once(harness):
+    once = entries(harness, 3)
+    twice = [
+        *once,
+        ProxyEntry(once[0].host, once[0].port, "http", harness.now + timedelta(hours=1)),
+    ]
+    result = reconciler(harness).reconcile(harness.now, TARGET, Provider(twice),
+                                           operation_id="op1", proxy_budget=100)  # fmt: skip
+    assert (result.received, result.duplicates, result.inserted) == (4, 1, 3)

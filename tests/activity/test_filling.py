@@ -1,0 +1,170 @@
+"""One fetch end to end (activity/filling.py) on both pools: a vendor answering over HTTP with
+real local forward proxies (tinyproxy, microsocks) in Webshare's shape, the proxies put in the
+pool, checked through themselves, marked, and extracted with their passwords."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+import redis
+
+from activity import ManualClock, MemoryPool, PoolOptions, RedisPool
+from activity.checker import CheckTarget
+from activity.credentials import FetchCredentials, NoCredentials
+from activity.filling import UpstreamFill, fill
+from activity.providers.presets import PRESETS, UpstreamOptions
+from activity.reconciler import UpstreamTarget
+from activity.types import ExtractMode, ExtractRequest, ProxyState
+from pool_admin.forward_proxies import Microsocks, Tinyproxy
+from tests.harness.check_target import CheckTargetServer, check_target
+
+pytestmark = pytest.mark.slow
+
+
+@contextlib.contextmanager
+def vendor(document: dict) -> Iterator[str]:
+    """A vendor API answering every GET with ``document`` as JSON; its base URL."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = json.dumps(document).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api/v2/proxy/list/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def webshare(*proxies: tuple[int, str, str]) -> dict:
+    results = [
+        {"id": f"d-{n}", "username": user, "password": password, "proxy_address": "127.0.0.1",
+         "port": port, "valid": True, "country_code": "US"}
+        for n, (port, user, password) in enumerate(proxies)
+    ]  # fmt: skip
+    return {"count": len(results), "next": None, "previous": None, "results": results}
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[CheckTargetServer]:
+    with check_target() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def proxies(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("proxies")
+    with Tinyproxy(folder, "demo1", "pw1") as http, Microsocks(folder, "demo2", "pw2") as socks:
+        yield http, socks
+
+
+@pytest.fixture(params=["memory", "redis"])
+def pool_of(request):
+    """A pool whose resolver is the fetch's credentials store, as the fetch worker's is."""
+    credentials = FetchCredentials(NoCredentials())
+    clock = ManualClock()
+    if request.param == "memory":
+        return MemoryPool(PoolOptions(), clock=clock, credentials=credentials), credentials, clock
+    client = redis.Redis.from_url(request.getfixturevalue("redis_url"), socket_timeout=10)
+    request.addfinalizer(client.close)
+    options = PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}")
+    pool = RedisPool(client, options, clock=clock, credentials=credentials)
+    request.addfinalizer(pool.close)
+    return pool, credentials, clock
+
+
+def plan(url: str, protocol: str, check: CheckTarget | None) -> UpstreamFill:
+    options = UpstreamOptions(protocol, timedelta(minutes=5), 100, allow_local_hosts=True)
+    return UpstreamFill(
+        target=UpstreamTarget(f"demo-{protocol}", 10, timedelta(seconds=5)),
+        url=url,
+        format=PRESETS["webshare_list"].format(options),
+        count_param="page_size",
+        check=check,
+        check_timeout=2,
+    )
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_fetched_proxies_are_checked_through_themselves_and_only_working_ones_handed_out(
+    pool_of, proxies, target
+):
+    pool, credentials, clock = pool_of
+    http, socks = proxies
+    dead = closed_port()
+    check = CheckTarget(target.url())
+    reports = []
+    with httpx.Client() as client:
+        for protocol, listed in (
+            ("http", webshare((http.port, "demo1", "pw1"), (dead, "demo1", "pw1"),
+                              (http.port, "demo9", "wrong"))),
+            ("socks5", webshare((socks.port, "demo2", "pw2"))),
+        ):  # fmt: skip
+            with vendor(listed) as url:
+                reports.append(fill(clock.now(), plan(url, protocol, check), pool=pool,
+                                    credentials=credentials, client=client, clock=clock,
+                                    operation_id=f"fill-{protocol}", proxy_budget=100))  # fmt: skip
+    assert reports[0].reconcile.inserted == 3 and reports[0].checked == 3
+    assert reports[0].states == {"available": 1, "unhealthy": 2}  # refused, wrong password
+    assert reports[1].states == {"available": 1}
+    assert credentials.held() == 0  # every fetched password forgotten once written
+    taken = pool.extract(ExtractRequest(client_id="c1", count=10, mode=ExtractMode.PARTIAL))
+    got = sorted((p.protocol, p.port, p.username, p.password) for p in taken.proxies)
+    assert got == [("http", http.port, "demo1", "pw1"), ("socks5", socks.port, "demo2", "pw2")]
+    # An extracted proxy forwards a request to a loopback target.
+    before = target.requests
+    [through] = [p for p in taken.proxies if p.protocol == "http"]
+    proxy_url = f"http://{through.username}:{through.password}@127.0.0.1:{through.port}"
+    with httpx.Client(proxy=proxy_url) as via:
+        assert via.get(target.url()).status_code == 204
+    assert target.requests == before + 1
+
+
+def test_a_trusted_provider_skips_the_probe(pool_of):
+    pool, credentials, clock = pool_of
+    with vendor(webshare((closed_port(), "x", "y"))) as url, httpx.Client() as client:
+        report = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
+                      client=client, clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
+    assert (report.checked, report.states) == (0, {"available": 1})
+    [proxy] = pool.extract(ExtractRequest(client_id="c1", count=1)).proxies
+    assert proxy.username == "x"
+
+
+def test_a_full_upstream_asks_its_vendor_nothing(pool_of, proxies, target):
+    pool, credentials, clock = pool_of
+    http, _ = proxies
+    with vendor(webshare((http.port, "demo1", "pw1"))) as url, httpx.Client() as client:
+        first = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
+                     client=client, clock=clock, operation_id="op1", proxy_budget=100)  # fmt: skip
+        assert first.reconcile.inserted == 1
+        empty = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
+                     client=client, clock=clock, operation_id="op2", proxy_budget=0)  # fmt: skip
+    assert empty.reconcile.asked == 0 and empty.health is None
+    assert ProxyState.AVAILABLE
