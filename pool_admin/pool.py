@@ -19,6 +19,7 @@ from django.conf import settings
 
 from activity import PoolOptions
 from activity.clock import Clock
+from activity.credentials import FetchCredentials
 from activity.redis import RedisPool
 
 _lock = threading.Lock()
@@ -49,8 +50,22 @@ def get_pool() -> RedisPool:
                 prefix=prefix,
                 default_quarantine=timedelta(seconds=settings.POOL_BAN_QUARANTINE_S),
             )
-            _pool = RedisPool(_client, options, clock=_clock)
+            _pool = RedisPool(_client, options, clock=_clock, credentials=fetch_credentials())
         return _pool
+
+
+_credentials: FetchCredentials | None = None
+
+
+def fetch_credentials() -> FetchCredentials:
+    """The process's credentials resolver: fetched passwords held until their batch is
+    written (a fetch worker's, pool_admin/filling.py), in front of the credentials store."""
+    global _credentials
+    if _credentials is None:
+        from pool_admin.config.credential_store import CredentialStore
+
+        _credentials = FetchCredentials(CredentialStore())
+    return _credentials
 
 
 def reset_pool(

@@ -273,6 +273,11 @@ HEARTBEAT_PERIOD = timedelta(seconds=30)
 # in batches every QUALITY_PRUNE_PERIOD.
 QUALITY_RETENTION_DAYS = env_int("QUALITY_RETENTION_DAYS", 90, minimum=1)
 QUALITY_PRUNE_PERIOD = timedelta(minutes=5)
+# Beat's periods for filling and cleaning the pool (each run bounded; a run not started within
+# its period is dropped).
+FETCH_DISPATCH_PERIOD = timedelta(seconds=2)
+SWEEP_PERIOD = timedelta(seconds=30)
+EXPIRE_PERIOD = timedelta(seconds=10)
 CELERY_BEAT_SCHEDULE = {
     "heartbeat": {
         "task": "pool_admin.heartbeat",
@@ -284,6 +289,22 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pool_admin.prune_quality",
         "schedule": QUALITY_PRUNE_PERIOD,
         "options": {"expires": QUALITY_PRUNE_PERIOD.total_seconds()},
+    },
+    # The pool fills itself (pool_admin/filling.py): due fetches claimed per provider account.
+    "dispatch-fetches": {
+        "task": "pool_admin.dispatch_fetches",
+        "schedule": FETCH_DISPATCH_PERIOD,
+        "options": {"expires": FETCH_DISPATCH_PERIOD.total_seconds()},
+    },
+    "sweep-pool": {
+        "task": "pool_admin.sweep_pool",
+        "schedule": SWEEP_PERIOD,
+        "options": {"expires": SWEEP_PERIOD.total_seconds()},
+    },
+    "expire-ownership": {
+        "task": "pool_admin.expire_ownership",
+        "schedule": EXPIRE_PERIOD,
+        "options": {"expires": EXPIRE_PERIOD.total_seconds()},
     },
 }
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from celery import shared_task
 
 logger = logging.getLogger(__name__)
+#: Records (sweep) and assignments (expire) one run handles at most; the next run goes on.
+SWEEP_LIMIT = 1_000
 
 
 def heartbeat(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> str:
@@ -34,3 +37,37 @@ def prune_quality_task() -> int:
     if deleted:
         logger.info("quality: %d old rows deleted%s", deleted, ", more remain" if more else "")
     return deleted
+
+
+@shared_task(name="pool_admin.dispatch_fetches")
+def dispatch_fetches_task() -> int:
+    """Claim the fetches that are due (pool_admin/filling.py) and send each to a worker."""
+    from pool_admin.filling import dispatch, now
+
+    return dispatch(now(), lambda payload: fetch_upstream_task.delay(payload))
+
+
+@shared_task(name="pool_admin.fetch_upstream")
+def fetch_upstream_task(claim: dict[str, Any]) -> int:
+    """One claimed fetch; the proxies it inserted."""
+    from pool_admin.filling import run_fetch
+
+    report = run_fetch(claim)
+    return report.reconcile.inserted if report else 0
+
+
+@shared_task(name="pool_admin.sweep_pool")
+def sweep_pool_task() -> int:
+    """One bounded sweep of the pool (expired records, sessions, quarantines)."""
+    from pool_admin.pool import get_pool
+
+    result = get_pool().sweep(SWEEP_LIMIT)
+    return result.expired
+
+
+@shared_task(name="pool_admin.expire_ownership")
+def expire_ownership_task() -> int:
+    """Release gateway assignments whose lease ended, a bounded batch per run."""
+    from pool_admin.pool import get_pool
+
+    return len(get_pool().expire(datetime.now(UTC), SWEEP_LIMIT))

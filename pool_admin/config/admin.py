@@ -195,7 +195,19 @@ class UpstreamAdmin(SimpleHistoryAdmin):
         (None, {"fields": ("name", "enabled", "account")}),
         (
             "Provider endpoint",
-            {"fields": ("kind", "preset", "expiry_zone", "endpoint_url", "request_params")},
+            {
+                "fields": (
+                    "kind",
+                    "preset",
+                    "expiry_zone",
+                    "endpoint_url",
+                    "request_params",
+                    "count_param",
+                    "credential_param",
+                    "credential_header",
+                    "allow_local_hosts",
+                )
+            },
         ),
         (
             "Proxy defaults",

@@ -68,6 +68,29 @@ class Upstream(ConfigModel):
         "(blank: the preset's).",
     )
     endpoint_url = models.URLField(max_length=2000, help_text="http(s) URL of the provider's API.")
+    count_param = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The request parameter that says how many proxies to hand out (Kuaidaili, "
+        "Zhima: num; Webshare: page_size); blank: the vendor's own number.",
+    )
+    credential_param = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The request parameter the account's credential goes in (e.g. appkey); "
+        "blank: not in the query.",
+    )
+    credential_header = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="The request header the account's credential goes in, as stored (e.g. "
+        "Authorization, with the secret 'Token abc'); blank: no header.",
+    )
+    allow_local_hosts = models.BooleanField(
+        default=False,
+        help_text="Take proxies on loopback and private addresses (a local test or the demo "
+        "provider); vendors' proxies are public, so off.",
+    )
     request_params = models.JSONField(
         default=dict,
         blank=True,
@@ -167,6 +190,7 @@ class Upstream(ConfigModel):
         if _ints(self.low_water_mark, self.max_size) and self.low_water_mark > self.max_size:
             errors["low_water_mark"] = "Must not exceed the most unextracted proxies (max size)."
         errors.update(self._format_problems())
+        errors.update(self._request_problems())
         if errors:
             raise ValidationError(errors)
 
@@ -194,6 +218,24 @@ class Upstream(ConfigModel):
             except ValueError as exc:
                 return {"preset": f"This preset cannot be used so: {exc}"}
         return {}
+
+    def _request_problems(self) -> dict[str, str]:
+        errors: dict[str, str] = {}
+        for field in ("count_param", "credential_param"):
+            value = getattr(self, field)
+            if value and not re.fullmatch(r"[A-Za-z0-9_.\[\]-]{1,64}", value):
+                errors[field] = "Letters, digits and _ . - [ ] only."
+        if self.credential_header and not re.fullmatch(
+            r"[A-Za-z0-9-]{1,64}", self.credential_header
+        ):
+            errors["credential_header"] = "A header name: letters, digits and - only."
+        sends = self.credential_param or self.credential_header
+        account = self.account if self.account_id else None
+        if sends and account is not None and account.credential_id is None:
+            errors["credential_param" if self.credential_param else "credential_header"] = (
+                "Its account has no credential to send."
+            )
+        return errors
 
 
 def _ints(*values: object) -> bool:

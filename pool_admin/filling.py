@@ -1,0 +1,198 @@
+"""The pool fills itself: what the fetch tasks run, from the configuration (issue 12).
+
+``dispatch`` (beat, every ``settings.FETCH_DISPATCH_PERIOD``) keeps the scheduler's cadence in
+step with the configuration (every enabled upstream of an enabled account scheduled, the others
+forgotten), then claims, per account, as many fetches as it may run and hands each to
+``enqueue`` (a Celery task). ``run_fetch`` (that task) runs one claimed fetch
+(``activity.filling.fill``) and finishes its claim: the next fetch due after the upstream's
+interval, or later after a vendor error (``NextStep``). A claim whose lease was lost (its
+worker died) is claimed again once the lease ends; a redelivered task whose claim is spent
+changes nothing (``LeaseLost``).
+
+Bounds: a dispatch reads each configured account and upstream once (the configuration's size)
+and claims at most ``fetch_concurrency`` per account; a fetch is bounded by its fetch limits
+(30 s in all for the vendor's answer) and its checks (``check_timeout`` per round of
+``CHECK_CONCURRENCY``), well inside ``LEASE``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import redis
+from django.conf import settings
+
+from activity.checker import CheckTarget
+from activity.clock import SystemClock
+from activity.errors import LeaseLost
+from activity.filling import FillReport, UpstreamFill, fill
+from activity.providers.errors import NextStep, ProviderError
+from activity.providers.presets import PRESETS, UpstreamOptions
+from activity.reconciler import UpstreamTarget
+from activity.scheduler import Claim, NoClaim
+from activity.scheduler.redis import RedisScheduler
+from pool_admin.config.models import ProviderAccount, Upstream
+from pool_admin.pool import fetch_credentials, get_pool
+
+logger = logging.getLogger(__name__)
+
+#: How long a claim's lease lasts (a fetch takes far less).
+LEASE = timedelta(minutes=2)
+CHECK_CONCURRENCY = 200
+#: After a vendor error, the next fetch waits this many intervals (back off: the vendor limits
+#: us; disable: the account or order cannot serve, an operator must act), at most an hour.
+_WAIT_INTERVALS = {NextStep.RETRY_LATER: 1, NextStep.BACK_OFF: 5, NextStep.DISABLE: 120}
+_MAX_WAIT = timedelta(hours=1)
+
+_lock = threading.Lock()
+_scheduler: RedisScheduler | None = None
+
+
+def scheduler() -> RedisScheduler:
+    """The process's fetch scheduler, on the pool's Redis under the pool's prefix."""
+    global _scheduler
+    with _lock:
+        if _scheduler is None:
+            client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+            _scheduler = RedisScheduler(client, prefix=settings.POOL_PREFIX)
+        return _scheduler
+
+
+def reset() -> None:
+    """Forget the scheduler (tests point settings elsewhere)."""
+    global _scheduler
+    with _lock:
+        _scheduler = None
+
+
+def dispatch(now: datetime, enqueue: Callable[[dict[str, Any]], object]) -> int:
+    """Sync the cadence, then claim and enqueue what is due; the number of fetches claimed."""
+    sched = scheduler()
+    fetchable: dict[str, ProviderAccount] = {}
+    for upstream in Upstream.objects.select_related("account").iterator():
+        account = upstream.account
+        if upstream.enabled and account.enabled and upstream.kind == Upstream.Kind.PRESET:
+            sched.schedule(account.name, upstream.name, now)
+            fetchable[account.name] = account
+        else:
+            sched.forget(account.name, upstream.name)
+    claimed = 0
+    for account in fetchable.values():
+        for _ in range(account.fetch_concurrency):
+            result = sched.claim(now, account.name, account.limits, LEASE)
+            if isinstance(result, NoClaim):
+                break
+            enqueue(claim_payload(result))
+            claimed += 1
+    return claimed
+
+
+def claim_payload(claim: Claim) -> dict[str, Any]:
+    """A claim as a task's JSON argument (the token is random and proves only this lease)."""
+    payload = asdict(claim)
+    payload["lease_expires_at"] = claim.lease_expires_at.isoformat()
+    return payload
+
+
+def claim_of(payload: dict[str, Any]) -> Claim:
+    return Claim(
+        account_id=str(payload["account_id"]),
+        upstream_id=str(payload["upstream_id"]),
+        token=str(payload["token"]),
+        lease_expires_at=datetime.fromisoformat(str(payload["lease_expires_at"])),
+        requested=bool(payload["requested"]),
+    )
+
+
+def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> FillReport | None:
+    """One claimed fetch, and its claim finished. None: nothing was fetched (the upstream is
+    gone or no longer fetchable, or the vendor failed: logged)."""
+    claim = claim_of(payload)
+    clock = SystemClock()
+    try:  # a redelivered task whose claim is spent or lost stops here, having done nothing
+        claim = scheduler().renew(clock.now(), claim, LEASE)
+    except LeaseLost:
+        logger.info("fetch %s: its claim is no longer current; nothing done", claim.upstream_id)
+        return None
+    upstream = (
+        Upstream.objects.select_related("account__credential")
+        .filter(name=claim.upstream_id, account__name=claim.account_id)
+        .first()
+    )
+    interval = timedelta(seconds=upstream.fetch_interval_s if upstream else 60)
+    report: FillReport | None = None
+    wait = 1
+    try:
+        if upstream is not None and upstream.kind == Upstream.Kind.PRESET:
+            with client or httpx.Client() as http:
+                report = fill(
+                    clock.now(), plan_of(upstream), pool=get_pool(),
+                    credentials=fetch_credentials(), client=http, clock=clock,
+                    operation_id=f"fill:{claim.token}",
+                    proxy_budget=upstream.account.proxies_per_minute,
+                )  # fmt: skip
+            logger.info(
+                "fetch %s: asked %d, inserted %d, refreshed %d, checked %d, states %s",
+                upstream.name, report.reconcile.asked, report.reconcile.inserted,
+                report.reconcile.refreshed, report.checked, report.states,
+            )  # fmt: skip
+    except ProviderError as exc:
+        wait = _WAIT_INTERVALS[exc.next_step]
+        logger.warning("fetch %s failed: %s (%s)", claim.upstream_id, exc, exc.next_step.value)
+    finally:
+        next_due = clock.now() + min(interval * wait, max(_MAX_WAIT, interval))
+        try:
+            scheduler().finish(clock.now(), claim, next_due)
+        except LeaseLost:
+            logger.warning("fetch %s: its lease was lost; another fetch runs it", claim.upstream_id)
+    return report
+
+
+def plan_of(upstream: Upstream) -> UpstreamFill:
+    """How to fetch and check ``upstream``, from its configuration (a preset upstream)."""
+    options = UpstreamOptions(
+        protocol=upstream.default_protocol,
+        default_lifetime=upstream.default_ttl,
+        max_entries=upstream.max_size,
+        zone=upstream.expiry_zone or None,
+        allow_local_hosts=upstream.allow_local_hosts,
+    )
+    params = {str(k): _param(v) for k, v in (upstream.request_params or {}).items()}
+    headers: dict[str, str] = {}
+    credential = upstream.account.credential
+    if credential is not None and (upstream.credential_param or upstream.credential_header):
+        secret = credential.reveal()
+        if upstream.credential_param:
+            params[upstream.credential_param] = secret
+        if upstream.credential_header:
+            headers[upstream.credential_header] = secret
+    check = None if upstream.trust_provider else CheckTarget(upstream.check_url)
+    return UpstreamFill(
+        target=UpstreamTarget(upstream.name, upstream.max_size, upstream.safety_margin),
+        url=upstream.endpoint_url,
+        format=PRESETS[upstream.preset].format(options),
+        count_param=upstream.count_param or None,
+        params=params,
+        headers=headers,
+        check=check,
+        check_timeout=upstream.check_timeout_ms / 1000,
+        check_concurrency=CHECK_CONCURRENCY,
+    )
+
+
+def _param(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, list):
+        return ",".join(_param(v) for v in value)
+    return str(value)
+
+
+def now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,47 @@
+"""A vendor API answering in Webshare's proxy-list shape (results with per-proxy logins), for
+the fetch tests: a real HTTP server on loopback, in a thread."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@contextlib.contextmanager
+def vendor(document: dict) -> Iterator[str]:
+    """A vendor API answering every GET with ``document`` as JSON; its base URL."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return
+
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            body = json.dumps(document).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/api/v2/proxy/list/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def webshare(*proxies: tuple[int, str, str]) -> dict:
+    results = [
+        {"id": f"d-{n}", "username": user, "password": password, "proxy_address": "127.0.0.1",
+         "port": port, "valid": True, "country_code": "US"}
+        for n, (port, user, password) in enumerate(proxies)
+    ]  # fmt: skip
+    return {"count": len(results), "next": None, "previous": None, "results": results}

@@ -1,0 +1,100 @@
+"""The pool fills itself from its configuration (pool_admin/filling.py): a dispatch claims what
+is due per provider account, the fetch task fetches, checks and marks, and finishes its claim;
+on real PostgreSQL and Redis, a vendor over HTTP and real tinyproxy proxies."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from activity.types import ExtractMode, ExtractRequest
+from pool_admin import filling
+from pool_admin.config.models import ProviderAccount, Upstream
+from pool_admin.forward_proxies import Tinyproxy
+from pool_admin.pool import get_pool, reset_pool
+from tests.harness.check_target import CheckTargetServer, check_target
+from tests.harness.webshare_vendor import vendor, webshare
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def pool_under_test(settings, redis_url, unique_prefix):
+    settings.REDIS_URL, settings.POOL_PREFIX = redis_url, unique_prefix
+    reset_pool(redis_url, unique_prefix)
+    filling.reset()
+    yield
+    reset_pool()
+    filling.reset()
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[CheckTargetServer]:
+    with check_target() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tinyproxy(tmp_path_factory):
+    with Tinyproxy(tmp_path_factory.mktemp("tinyproxy"), "demo1", "pw1") as proxy:
+        yield proxy
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def configure(url: str, target: CheckTargetServer, **fields) -> Upstream:
+    account, _ = ProviderAccount.objects.get_or_create(name="acme")
+    return Upstream.objects.create(
+        name=fields.pop("name", "acme-http"), account=account, kind="preset",
+        preset="webshare_list", endpoint_url=url, count_param="page_size",
+        allow_local_hosts=True, check_url=target.url(), check_timeout_ms=2000, max_size=10,
+        **fields,
+    )  # fmt: skip
+
+
+def test_a_dispatch_claims_the_due_fetch_and_its_task_fills_the_upstream(tinyproxy, target):
+    listed = webshare((tinyproxy.port, "demo1", "pw1"), (closed_port(), "demo1", "pw1"))
+    with vendor(listed) as url:
+        configure(url, target)
+        claims: list[dict] = []
+        assert filling.dispatch(filling.now(), claims.append) == 1
+        assert filling.dispatch(filling.now(), claims.append) == 0  # one at a time per account
+        report = filling.run_fetch(claims[0])
+    assert report is not None and report.states == {"available": 1, "unhealthy": 1}
+    [proxy] = get_pool().extract(ExtractRequest(client_id="c1", count=5,
+                                                mode=ExtractMode.PARTIAL)).proxies  # fmt: skip
+    assert (proxy.port, proxy.username, proxy.password) == (tinyproxy.port, "demo1", "pw1")
+    assert filling.dispatch(filling.now(), claims.append) == 0  # next due after its interval
+    # The same task delivered again: its claim is spent, so it fetches nothing.
+    assert filling.run_fetch(claims[0]) is None
+
+
+def test_a_vendor_error_finishes_the_claim_and_waits_longer(target):
+    with vendor({"detail": "Invalid token."}) as url:  # no list: a malformed answer
+        configure(url, target)
+        claims: list[dict] = []
+        filling.dispatch(filling.now(), claims.append)
+        assert filling.run_fetch(claims[0]) is None
+    assert filling.dispatch(filling.now(), claims.append) == 0
+    assert get_pool().upstream_inventory("acme-http").managed == 0
+
+
+def test_disabled_upstreams_and_accounts_are_not_fetched(target, tinyproxy):
+    with vendor(webshare((tinyproxy.port, "demo1", "pw1"))) as url:
+        upstream = configure(url, target, enabled=False)
+        claims: list[dict] = []
+        assert filling.dispatch(filling.now(), claims.append) == 0
+        upstream.enabled = True
+        upstream.save()
+        upstream.account.enabled = False
+        upstream.account.save()
+        assert filling.dispatch(filling.now(), claims.append) == 0
+        upstream.account.enabled = True
+        upstream.account.save()
+        assert filling.dispatch(filling.now(), claims.append) == 1
