@@ -137,7 +137,8 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
                     operation_id=f"fill:{claim.token}",
                     proxy_budget=upstream.account.proxies_per_minute,
                 )  # fmt: skip
-            logger.info(
+            logger.log(
+                logging.INFO if report.reconcile.asked else logging.DEBUG,
                 "fetch %s: asked %d, inserted %d, refreshed %d, checked %d, states %s",
                 upstream.name, report.reconcile.asked, report.reconcile.inserted,
                 report.reconcile.refreshed, report.checked, report.states,

@@ -13,10 +13,16 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
 from pool_admin.localservices import forward_proxy_binary, free_port
+
+
+def _check_login(username: str, password: str) -> None:
+    if not all(part.isalnum() and part.isascii() for part in (username, password)):
+        raise ValueError("a forward proxy's username and password: ASCII letters and digits")
 
 
 class ForwardProxy:
@@ -28,9 +34,7 @@ class ForwardProxy:
     binary_name = ""
 
     def __init__(self, directory: Path, username: str, password: str, port: int | None = None):
-        if not (username.isalnum() and password.isalnum() and username.isascii()
-                and password.isascii()):  # fmt: skip
-            raise ValueError("a forward proxy's username and password: ASCII letters and digits")
+        _check_login(username, password)
         binary = forward_proxy_binary(self.binary_name)
         if binary is None:
             raise RuntimeError(
@@ -104,23 +108,37 @@ class ForwardProxy:
 
 
 class Tinyproxy(ForwardProxy):
-    """An HTTP proxy (absolute-URI requests and CONNECT to any port) with Basic auth."""
+    """An HTTP proxy (absolute-URI requests and CONNECT to any port) with Basic auth; with
+    ``more_users``, more username/password pairs it takes too (each a proxy of its own to the
+    pool, whose exit includes the user name)."""
 
     protocol = "http"
     binary_name = "tinyproxy"
 
+    def __init__(
+        self,
+        directory: Path,
+        username: str,
+        password: str,
+        port: int | None = None,
+        more_users: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        super().__init__(directory, username, password, port)
+        for user, secret in more_users:
+            _check_login(user, secret)
+        self.more_users = list(more_users)
+
     def argv(self) -> list[str]:
         config = self.directory / f"tinyproxy-{self.port}.conf"
-        config.write_text(
-            f"Port {self.port}\n"
-            "Listen 127.0.0.1\n"
-            "Allow 127.0.0.1\n"
-            "Timeout 30\n"
-            "MaxClients 1024\n"
-            f"BasicAuth {self.username} {self.password}\n"
-            "DisableViaHeader Yes\n"
-            "LogLevel Warning\n"
+        logins = "".join(
+            f"BasicAuth {user} {secret}\n"
+            for user, secret in [(self.username, self.password), *self.more_users]
         )
+        config.write_text(
+            f"Port {self.port}\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 30\n"
+            f"MaxClients 1024\n{logins}DisableViaHeader Yes\nLogLevel Warning\n"
+        )
+        config.chmod(0o600)  # the passwords are in it
         return [self.binary, "-d", "-c", str(config)]
 
 

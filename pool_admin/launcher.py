@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
+from pool_admin.demo_proxies import DemoProxies
 from pool_admin.localservices import (
     PostgresCluster,
     RedisServer,
@@ -264,21 +265,33 @@ def main() -> int:
         os.environ["POOL_DEV"] = "1"
         say("POOL_DEV=1: development secrets allowed (set DJANGO_SECRET_KEY for anything real)")
     bind = os.environ.get("WEB_BIND", "127.0.0.1:8000")
+    host, _, port = bind.rpartition(":")
+    base_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"  # noqa: S104
+    # The demo provider, unless DEMO=0: its proxies here, its configuration by ensure_demo,
+    # its vendor emulator in the web server (settings.DEMO).
+    with_demo = os.environ.get("DEMO", "1").strip() != "0"
+    os.environ["DEMO"] = "1" if with_demo else "0"
 
     services: list[RedisServer | PostgresCluster] = []
     children: list[Child] = []
+    demo = DemoProxies(run_dir)
     try:
         ensure_installed()
         run_dir.mkdir(parents=True, exist_ok=True)
         start_services(run_dir, services)
-        for step in SETUP_STEPS:
+        steps = [*SETUP_STEPS]
+        if with_demo:
+            entries = demo.start()
+            ports = sorted({entry["port"] for entry in entries})
+            say(f"demo provider: {len(entries)} local proxies (tinyproxy and microsocks) on "
+                f"ports {', '.join(map(str, ports))}; DEMO=0 turns it off")  # fmt: skip
+            steps.append(["ensure_demo", "--base-url", base_url])
+        for step in steps:
             stop.check()
             manage(*step)
         for name, argv in child_commands(bind):
             stop.check()
             children.append(spawn(name, argv))
-        host, _, port = bind.rpartition(":")
-        base_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"  # noqa: S104
         if wait_until_serving(base_url, children, stop):
             say(
                 "Proxy Pool is up. Open:\n"
@@ -301,6 +314,7 @@ def main() -> int:
         return 1
     finally:
         stop_children(children)
+        demo.stop()
         stop_services(services)
         say("all stopped")
 

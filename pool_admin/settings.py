@@ -59,6 +59,9 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 WEB_THREADS = env_int("WEB_THREADS", defaults.WEB_THREADS, minimum=1)
 WEB_BODY_TIMEOUT_S = env_int("WEB_BODY_TIMEOUT_S", defaults.WEB_BODY_TIMEOUT_S, minimum=1)
 WEB_ACCESS_LOG = env_bool("WEB_ACCESS_LOG", True)
+# The demo provider (pool_admin/demo.py): its vendor emulator answers only when this is on;
+# ``make run`` turns it on unless DEMO=0.
+DEMO = env_bool("DEMO", False)
 
 _REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)
@@ -334,6 +337,10 @@ LOGGING = {
     },
     "root": {"handlers": ["stderr"], "level": LOG_LEVEL},
     "loggers": {
-        "pool_admin.access": {"handlers": ["stdout_lines"], "level": "INFO", "propagate": False}
+        "pool_admin.access": {"handlers": ["stdout_lines"], "level": "INFO", "propagate": False},
+        # httpx logs every request's URL at INFO, query string included: a vendor's API key
+        # or signature is often there (docs/OPERATIONS.md, "Filling the pool").
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
     },
 }

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from pool_admin import health
+from pool_admin import demo, health
 
 admin.site.site_header = "Proxy Pool"
 admin.site.site_title = "Proxy Pool"
@@ -19,6 +19,8 @@ urlpatterns = [
     # The split view serves Swagger UI's start-up script as a file (?script), not inline: the
     # Content-Security-Policy (settings) allows scripts from this origin only.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
+    # The demo provider's vendor emulator (404 unless settings.DEMO: pool_admin/demo.py).
+    path(demo.PATH, demo.proxy_list, name="demo-vendor"),
 ]
 
 # Under /api/ every error is problem+json, also where no DRF view answers

@@ -13,7 +13,7 @@ from activity.types import ExtractMode, ExtractRequest
 from pool_admin import filling
 from pool_admin.config.models import ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
-from pool_admin.pool import get_pool, reset_pool
+from pool_admin.pool import get_pool
 from tests.harness.check_target import CheckTargetServer, check_target
 from tests.harness.webshare_vendor import vendor, webshare
 
@@ -21,13 +21,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis, py
 
 
 @pytest.fixture(autouse=True)
-def pool_under_test(settings, redis_url, unique_prefix):
-    settings.REDIS_URL, settings.POOL_PREFIX = redis_url, unique_prefix
-    reset_pool(redis_url, unique_prefix)
-    filling.reset()
-    yield
-    reset_pool()
-    filling.reset()
+def _pool(filling_pool):
+    return
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -156,6 +157,28 @@ class ApiKeyManager(models.Manager["ApiKey"]):
                 continue
             return key, plaintext
         raise RuntimeError("could not find a free API key prefix")
+
+    def adopt(self, client: ApiClient, plaintext: str, name: str = "") -> ApiKey:
+        """A key with a plaintext chosen outside (``DEMO_API_KEY``, for scripted checks): in
+        the project's format with at least 32 random characters; the same key given again for
+        the same client is the key it already is. ValueError when it cannot be this client's."""
+        prefix = ApiKey.prefix_of(plaintext)
+        secret = plaintext.rpartition("_")[2]
+        if prefix is None or not re.fullmatch(r"[0-9a-f]+", prefix) or len(secret) < 32:
+            raise ValueError(
+                f"not an API key of this project (pp_<{2 * ApiKey.PREFIX_BYTES} hex>_<32 or more "
+                "random characters>)"
+            )
+        existing = self.get_queryset().filter(prefix=prefix).first()
+        if existing is not None:
+            if existing.client_id != client.pk or not hmac.compare_digest(
+                existing.key_hash, _hash(plaintext)
+            ):
+                raise ValueError("another key has this key's prefix")
+            return existing
+        key = self.model(client=client, name=name, prefix=prefix, key_hash=_hash(plaintext))
+        key.save()
+        return key
 
     def verify(self, plaintext: str) -> ApiKey | None:
         """The usable key ``plaintext`` belongs to (not revoked, client enabled), else None."""
