@@ -93,3 +93,19 @@ def test_disabled_upstreams_and_accounts_are_not_fetched(target, tinyproxy):
         upstream.account.enabled = True
         upstream.account.save()
         assert filling.dispatch(filling.now(), claims.append) == 1
+
+
+def test_an_upstream_under_its_low_water_mark_is_fetched_again_at_once(tinyproxy, target):
+    with vendor(webshare((tinyproxy.port, "demo1", "pw1"))) as url:
+        upstream = configure(url, target, low_water_mark=5, refill_cooldown_s=0)
+        claims: list[dict] = []
+        filling.dispatch(filling.now(), claims.append)
+        filling.run_fetch(claims.pop())
+        # 1 unextracted < 5: requested ahead of its 30 s cadence.
+        assert filling.dispatch(filling.now(), claims.append) == 1
+        assert filling.claim_of(claims[0]).requested
+        filling.run_fetch(claims.pop())
+        # Within the cooldown of the last accepted request: merged into it, nothing claimed.
+        upstream.refill_cooldown_s = 60
+        upstream.save()
+        assert filling.dispatch(filling.now(), claims.append) == 0
