@@ -37,7 +37,8 @@ from activity.providers.presets import PRESETS, UpstreamOptions
 from activity.reconciler import UpstreamTarget
 from activity.scheduler import Claim, NoClaim, RequestOutcome
 from activity.scheduler.redis import RedisScheduler
-from pool_admin.config.models import ProviderAccount, Upstream
+from pool_admin import alerts
+from pool_admin.config.models import Alert, ProviderAccount, Upstream
 from pool_admin.pool import fetch_credentials, get_pool
 
 logger = logging.getLogger(__name__)
@@ -161,6 +162,7 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
                     operation_id=f"fill:{claim.token}",
                     proxy_budget=upstream.account.proxies_per_minute,
                 )  # fmt: skip
+            _record_alerts(upstream, report)
             logger.log(
                 logging.INFO if report.reconcile.asked else logging.DEBUG,
                 "fetch %s: asked %d, inserted %d, refreshed %d, checked %d, states %s",
@@ -170,6 +172,10 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
     except ProviderError as exc:
         wait = _WAIT_INTERVALS[exc.next_step]
         logger.warning("fetch %s failed: %s (%s)", claim.upstream_id, exc, exc.next_step.value)
+        if upstream is not None:
+            refused = exc.next_step is NextStep.DISABLE
+            kind = Alert.Kind.VENDOR_REFUSES if refused else Alert.Kind.FETCH_FAILING
+            alerts.record(upstream, kind, failed=True, detail=f"{exc.code}: {exc}")
     finally:
         next_due = clock.now() + min(interval * wait, max(_MAX_WAIT, interval))
         try:
@@ -177,6 +183,25 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
         except LeaseLost:
             logger.warning("fetch %s: its lease was lost; another fetch runs it", claim.upstream_id)
     return report
+
+
+def _record_alerts(upstream: Upstream, report: FillReport) -> None:
+    """A fetch that worked: its fetch alerts close; its checks' and inventory's are judged."""
+    alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=False)
+    alerts.record(upstream, Alert.Kind.VENDOR_REFUSES, failed=False)
+    if report.checked >= 4:  # too few checks say nothing about a rate
+        bad = report.states.get("unhealthy", 0) + report.states.get("suspect", 0)
+        share = f"{bad} of {report.checked} fetched proxies failed their check"
+        alerts.record(upstream, Alert.Kind.CHECKS_FAILING, failed=2 * bad > report.checked,
+                      detail=share)  # fmt: skip
+    if upstream.low_water_mark:
+        try:
+            left = get_pool().inventory(upstream.name)
+        except ActivityError:
+            return
+        mark = upstream.low_water_mark
+        detail = f"{left} unextracted, low-water mark {mark}"
+        alerts.record(upstream, Alert.Kind.LOW_INVENTORY, failed=left < mark, detail=detail)
 
 
 def plan_of(upstream: Upstream) -> UpstreamFill:

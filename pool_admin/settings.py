@@ -62,6 +62,13 @@ WEB_ACCESS_LOG = env_bool("WEB_ACCESS_LOG", True)
 # The demo provider (pool_admin/demo.py): its vendor emulator answers only when this is on;
 # ``make run`` turns it on unless DEMO=0.
 DEMO = env_bool("DEMO", False)
+# Failure alerts of the fetches (pool_admin/alerts.py): log, email or webhook; a failing
+# notifier is logged only.
+ALERT_NOTIFIER = env_str("ALERT_NOTIFIER", "log")
+if ALERT_NOTIFIER not in {"log", "email", "webhook"}:
+    raise EnvError(f"ALERT_NOTIFIER must be log, email or webhook, got {ALERT_NOTIFIER!r}")
+ALERT_EMAIL_TO = [a.strip() for a in env_str("ALERT_EMAIL_TO", "").split(",") if a.strip()]
+ALERT_WEBHOOK_URL = env_str("ALERT_WEBHOOK_URL", "")
 
 _REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)

@@ -30,6 +30,7 @@ from simple_history.admin import SimpleHistoryAdmin
 from activity.types import Outcome
 from pool_admin.config.models import (
     PROTOCOL_CHOICES,
+    Alert,
     ApiClient,
     ApiKey,
     Credential,
@@ -457,3 +458,24 @@ class WorkerGroupAdmin(SimpleHistoryAdmin):
     def upstreams(self, obj: WorkerGroup) -> str:
         names = [upstream.name for upstream in obj.allowed_upstreams.all()]
         return ", ".join(names) if names else "all"
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    """Failure alerts, read-only: they open and close themselves (pool_admin/alerts.py)."""
+
+    list_display = ("upstream", "kind", "state", "failures", "first_failed_at", "last_failed_at",
+                    "opened_at", "closed_at", "detail")  # fmt: skip
+    list_filter = ("kind", ("closed_at", admin.EmptyFieldListFilter), "upstream")
+    list_select_related = ("upstream",)
+    search_fields = ("upstream__name", "detail")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description="State")
+    def state(self, obj: Alert) -> str:
+        return "closed" if obj.closed_at else "open" if obj.opened_at else "pending"

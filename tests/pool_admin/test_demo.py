@@ -61,6 +61,13 @@ def test_demo_api_key_is_the_clients_key_and_a_malformed_one_changes_nothing(mon
     assert ApiKey.objects.count() == 1
 
 
+@pytest.mark.parametrize("base", ["ftp://x", "http://127.0.0.1:8000/sub", "127.0.0.1:8000"])
+def test_a_base_url_that_is_not_a_web_servers_is_refused_and_changes_nothing(base):
+    with pytest.raises(CommandError, match="--base-url must be"):
+        ensure(base)
+    assert not Upstream.objects.exists() and not Credential.objects.exists()
+
+
 def test_the_vendor_emulator_asks_for_its_token_and_answers_in_webshares_shape(
     client, settings, tmp_path, monkeypatch
 ):

@@ -29,6 +29,7 @@ from pool_admin.api import auth
 from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import (
+    Alert,
     ApiClient,
     ApiKey,
     Credential,
@@ -87,6 +88,12 @@ def world(settings, redis_url, unique_prefix):
         endpoint_url="https://api.acme.example/v1/proxies",
         default_region="us",
     )
+    failed_at = datetime.now(UTC)
+    alert = Alert.objects.create(
+        upstream=upstream, kind=Alert.Kind.FETCH_FAILING, failures=3, first_failed_at=failed_at,
+        last_failed_at=failed_at, opened_at=failed_at,
+        detail="fetch_failed: the vendor could not be reached (ConnectError)",
+    )  # fmt: skip
     client_row = ApiClient.objects.create(
         name="crawler-1", max_count_per_request=5, may_view_inventory=True
     )
@@ -133,7 +140,7 @@ def world(settings, redis_url, unique_prefix):
         "plaintext": plaintext,
         "redis": conn,
         "prefixes": [unique_prefix],  # the pool's keys, the clients' rate limits among them
-        "objects": [account, upstream, client_row, key, group, *Credential.objects.all()],
+        "objects": [account, alert, upstream, client_row, key, group, *Credential.objects.all()],
     }
     flush_usage()
     conn.close()

@@ -330,6 +330,7 @@ ARGUMENT_ERRORS = {
     ("list_upstreams", "extra"): "manage.py list_upstreams: unrecognized arguments: extra",
     ("rotate_secret_key", "extra"): "manage.py rotate_secret_key: unrecognized arguments: extra",
     ("ensure_admin", "extra"): "manage.py ensure_admin: unrecognized arguments: extra",
+    ("ensure_demo",): "manage.py ensure_demo: the following arguments are required: --base-url",
 }
 #: A few also run through a real manage.py in a child process (one of each kind: a missing
 #: option, an unknown one, an action's missing argument, an extra argument).
