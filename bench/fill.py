@@ -1,0 +1,122 @@
+"""Fetch-to-available: one fetch of ``--proxies`` proxies end to end (``activity.filling.fill``),
+from the vendor request to every proxy AVAILABLE in the pool, on loopback.
+
+    .venv/bin/python bench/fill.py [--proxies 1000] [--servers 4] [--concurrency 200] [--rounds 3]
+
+Starts ``--servers`` tinyproxy processes (Debian's, Basic auth) with ``proxies / servers`` logins
+each (every login an exit of its own), a vendor answering in Webshare's shape with all of them
+(tests/harness/webshare_vendor.py), a check URL server (tests/harness/check_target.py) and a
+private ``redis-server``; then, per round, under a fresh pool prefix, runs ``fill`` and prints
+the time from the fetch's start to the vendor's parsed answer, to the upsert done, to the checks
+done, and to the last health update applied: then every proxy is AVAILABLE (the fetch applies
+its checks' results together, so that last figure is every proxy's fetch-to-available time,
+p50 and p99 alike). Not part of ``make test``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import redis
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from activity import PoolOptions, RedisPool  # noqa: E402
+from activity.checker import CheckTarget  # noqa: E402
+from activity.clock import SystemClock  # noqa: E402
+from activity.credentials import FetchCredentials, NoCredentials  # noqa: E402
+from activity.filling import UpstreamFill, fill  # noqa: E402
+from activity.providers.presets import PRESETS, UpstreamOptions  # noqa: E402
+from activity.reconciler import UpstreamTarget  # noqa: E402
+from pool_admin.forward_proxies import Tinyproxy  # noqa: E402
+from pool_admin.localservices import RedisServer  # noqa: E402
+from tests.harness.check_target import check_target  # noqa: E402
+from tests.harness.webshare_vendor import vendor, webshare  # noqa: E402
+
+
+class Timed:
+    """The pool, with the moment of each step's end recorded."""
+
+    def __init__(self, pool: RedisPool) -> None:
+        self.pool = pool
+        self.marks: dict[str, float] = {}
+
+    def upstream_inventory(self, upstream_id: str):
+        return self.pool.upstream_inventory(upstream_id)
+
+    def upsert_fetched(self, batch):
+        self.marks.setdefault("parsed", time.perf_counter())
+        result = self.pool.upsert_fetched(batch)
+        self.marks["upserted"] = time.perf_counter()
+        return result
+
+    def apply_health(self, updates):
+        if updates and updates[0].state.value != "checking":
+            self.marks.setdefault("checked", time.perf_counter())
+        result = self.pool.apply_health(updates)
+        self.marks["applied"] = time.perf_counter()
+        return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--proxies", type=int, default=1000)
+    parser.add_argument("--servers", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    per_server = args.proxies // args.servers
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        server = stack.enter_context(RedisServer(Path(tmp) / "redis"))
+        target = stack.enter_context(check_target())
+        listed = []
+        for n in range(args.servers):
+            logins = [(f"u{n}x{i}", f"p{n}x{i}") for i in range(per_server)]
+            proxy = stack.enter_context(Tinyproxy(Path(tmp), *logins[0], more_users=logins[1:]))
+            listed += [(proxy.port, user, password) for user, password in logins]
+        url = stack.enter_context(vendor(webshare(*listed)))
+        client = redis.Redis.from_url(server.url)
+        options = UpstreamOptions(
+            "http", timedelta(minutes=10), len(listed), allow_local_hosts=True
+        )
+        print(f"{len(listed)} proxies over {args.servers} tinyproxy processes, check concurrency "
+              f"{args.concurrency}")  # fmt: skip
+        print("| round | vendor answer parsed s | upserted s | checked s | all AVAILABLE s "
+              "| available |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for round_ in range(1, args.rounds + 1):
+            credentials = FetchCredentials(NoCredentials())
+            pool = RedisPool(client, PoolOptions(prefix=f"b{uuid.uuid4().hex[:10]}"),
+                             credentials=credentials)  # fmt: skip
+            timed = Timed(pool)
+            plan = UpstreamFill(
+                target=UpstreamTarget("bench", len(listed), timedelta(seconds=5)),
+                url=url, format=PRESETS["webshare_list"].format(options),
+                count_param="page_size", check=CheckTarget(target.url()), check_timeout=5,
+                check_concurrency=args.concurrency,
+            )  # fmt: skip
+            with httpx.Client() as http:
+                started = time.perf_counter()
+                report = fill(SystemClock().now(), plan, pool=timed, credentials=credentials,
+                              client=http, clock=SystemClock(), operation_id="bench",
+                              proxy_budget=len(listed))  # fmt: skip
+            marks = {k: v - started for k, v in timed.marks.items()}
+            print(f"| {round_} | {marks['parsed']:.3f} | {marks['upserted']:.3f} "
+                  f"| {marks['checked']:.3f} | {marks['applied']:.3f} "
+                  f"| {report.states.get('available', 0)} |")  # fmt: skip
+            pool.close()
+        client.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
