@@ -5,8 +5,10 @@ pool, checked through themselves, marked, and extracted with their passwords."""
 from __future__ import annotations
 
 import socket
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import httpx
@@ -17,11 +19,21 @@ from activity import ManualClock, MemoryPool, PoolOptions, RedisPool
 from activity.checker import CheckTarget
 from activity.credentials import FetchCredentials, NoCredentials
 from activity.filling import UpstreamFill, fill
+from activity.providers.entries import DropReason
+from activity.providers.errors import MalformedResponse, NextStep, VendorError
+from activity.providers.fetch import (
+    CompressedAnswer,
+    FetchFailed,
+    FetchLimits,
+    HttpStatusError,
+    ResponseTooLarge,
+)
 from activity.providers.presets import PRESETS, UpstreamOptions
 from activity.reconciler import UpstreamTarget
 from activity.types import ExtractMode, ExtractRequest, ProxyState
 from pool_admin.forward_proxies import Microsocks, Tinyproxy
 from tests.harness.check_target import CheckTargetServer, check_target
+from tests.harness.vendor_server import vendor_server
 from tests.harness.webshare_vendor import vendor, webshare
 
 pytestmark = pytest.mark.slow
@@ -128,3 +140,68 @@ def test_a_full_upstream_asks_its_vendor_nothing(pool_of, proxies, target):
                      client=client, clock=clock, operation_id="op2", proxy_budget=0)  # fmt: skip
     assert empty.reconcile.asked == 0 and empty.health is None
     assert ProxyState.AVAILABLE
+
+
+def test_a_response_ten_times_max_size_fills_to_max_size_only(pool_of):
+    pool, credentials, clock = pool_of
+    many = webshare(*[(20_000 + n, f"u{n}", f"p{n}") for n in range(100)])
+    with vendor(many) as url, httpx.Client() as client:
+        report = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
+                      client=client, clock=clock, operation_id="op", proxy_budget=1000)  # fmt: skip
+    assert (report.reconcile.asked, report.reconcile.received) == (10, 100)
+    assert report.reconcile.inserted == 10 and report.reconcile.beyond_ask == 90
+    assert pool.upstream_inventory("demo-http").managed == 10
+    assert credentials.held() == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "error", "step"),
+    [
+        ("/declared-huge", ResponseTooLarge, NextStep.RETRY_LATER),  # 200 MB declared
+        ("/trickle", FetchFailed, NextStep.RETRY_LATER),  # a byte every 0.1 s
+        ("/status/500", HttpStatusError, NextStep.RETRY_LATER),
+        ("/status/429", HttpStatusError, NextStep.BACK_OFF),
+        ("/ok", MalformedResponse, NextStep.RETRY_LATER),  # JSON, not Webshare's shape
+        ("/gzip", CompressedAnswer, NextStep.RETRY_LATER),
+    ],
+)
+def test_vendor_faults_are_typed_bounded_and_write_nothing(pool_of, path, error, step):
+    pool, credentials, clock = pool_of
+    limits = FetchLimits(total_timeout=1.0, read_timeout=1.0)
+    fast = replace(plan("http://x/", "http", None), limits=limits)
+    with vendor_server() as base, httpx.Client() as client:
+        started = time.monotonic()
+        with pytest.raises(error) as caught:
+            fill(clock.now(), replace(fast, url=base + path), pool=pool, credentials=credentials,
+                 client=client, clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
+        assert time.monotonic() - started < 5
+    assert caught.value.next_step is step
+    assert pool.upstream_inventory("demo-http").managed == 0
+
+
+def test_a_vendor_saying_the_balance_is_gone_is_a_typed_refusal_to_disable(pool_of):
+    pool, credentials, clock = pool_of
+    options = UpstreamOptions("http", timedelta(minutes=5), 100, allow_local_hosts=True)
+    refusing = {"code": -16, "msg": "订单已过期", "data": {}}  # Kuaidaili: order expired
+    with vendor(refusing) as url, httpx.Client() as client:
+        kdl = replace(plan(url, "http", None),
+                      format=PRESETS["kuaidaili_getdps_json"].format(options))  # fmt: skip
+        with pytest.raises(VendorError) as caught:
+            fill(clock.now(), kdl, pool=pool, credentials=credentials, client=client,
+                 clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
+    assert (caught.value.vendor_code, caught.value.next_step) == ("-16", NextStep.DISABLE)
+    assert pool.upstream_inventory("demo-http").managed == 0
+
+
+def test_entries_with_bad_ports_or_hosts_are_dropped_by_reason_and_the_rest_taken(pool_of):
+    pool, credentials, clock = pool_of
+    listed = webshare((20_001, "a", "b"), (0, "c", "d"), (70_000, "e", "f"))
+    bad_host = {"id": "x", "username": "g", "password": "h", "proxy_address": "not a host",
+                "port": 80, "valid": True}  # fmt: skip
+    listed["results"].append(bad_host)
+    with vendor(listed) as url, httpx.Client() as client:
+        report = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
+                      client=client, clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
+    assert report.reconcile.inserted == 1
+    assert sum(report.reconcile.dropped.values()) == 3
+    assert set(report.reconcile.dropped) <= {DropReason.BAD_PORT, DropReason.BAD_HOST}

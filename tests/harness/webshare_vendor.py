@@ -10,9 +10,15 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
+class VendorURL(str):
+    """The vendor's URL, and the request paths it was asked, in order (``asked``)."""
+
+    asked: list[str]
+
+
 @contextlib.contextmanager
-def vendor(document: dict) -> Iterator[str]:
-    """A vendor API answering every GET with ``document`` as JSON; its base URL."""
+def vendor(document: dict) -> Iterator[VendorURL]:
+    """A vendor API answering every GET with ``document`` as JSON; its URL."""
     asked: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -32,7 +38,9 @@ def vendor(document: dict) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/api/v2/proxy/list/"
+        url = VendorURL(f"http://127.0.0.1:{server.server_address[1]}/api/v2/proxy/list/")
+        url.asked = asked
+        yield url
     finally:
         server.shutdown()
         server.server_close()

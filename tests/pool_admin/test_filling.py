@@ -5,7 +5,9 @@ on real PostgreSQL and Redis, a vendor over HTTP and real tinyproxy proxies."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -48,8 +50,8 @@ def configure(url: str, target: CheckTargetServer, **fields) -> Upstream:
     return Upstream.objects.create(
         name=fields.pop("name", "acme-http"), account=account, kind="preset",
         preset="webshare_list", endpoint_url=url, count_param="page_size",
-        allow_local_hosts=True, check_url=target.url(), check_timeout_ms=2000, max_size=10,
-        **fields,
+        allow_local_hosts=True, check_url=target.url(), check_timeout_ms=2000,
+        **{"max_size": 10, **fields},
     )  # fmt: skip
 
 
@@ -109,3 +111,20 @@ def test_an_upstream_under_its_low_water_mark_is_fetched_again_at_once(tinyproxy
         upstream.refill_cooldown_s = 60
         upstream.save()
         assert filling.dispatch(filling.now(), claims.append) == 0
+
+
+def test_an_accounts_calls_per_minute_hold_however_often_it_is_dispatched(target):
+    """Counted at the vendor: a fetch every dispatch would be ten; the account allows three."""
+    many = webshare(*[(20_000 + n, f"u{n}", f"p{n}") for n in range(3)])
+    with vendor(many) as url:
+        upstream = configure(url, target, trust_provider=True, fetch_interval_s=1, max_size=1000)
+        upstream.account.api_calls_per_minute = 3
+        upstream.account.save()
+        for _ in range(10):
+            claims: list[dict] = []
+            filling.dispatch(filling.now(), claims.append)
+            for claim in claims:
+                filling.run_fetch(claim)
+            filling.scheduler().request(filling.now(), "acme", "acme-http", timedelta(0))
+            time.sleep(0.1)
+        assert len(url.asked) == 3
