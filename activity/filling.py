@@ -12,7 +12,7 @@ probe: its proxies are AVAILABLE at once.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -85,13 +85,17 @@ def fill(
     clock: Clock,
     operation_id: str,
     proxy_budget: int,
+    take_budget: Callable[[int], int] | None = None,
 ) -> FillReport:
     """Fetch, upsert, check and mark the upstream's proxies. A provider's error
     (``ProviderError``) propagates with nothing written; a fetch that finds the upstream full
-    or its budget spent asks nothing."""
+    or its budget spent asks nothing. ``take_budget(n)``, when given, grants how many of those
+    ``n`` the account's budget allows now (the scheduler's ``take_proxies``)."""
     reconciler = Reconciler(pool, credentials)
     deficit = reconciler.deficit(plan.target)
     asked = min(deficit, max(0, proxy_budget))
+    if take_budget is not None and asked:
+        asked = min(asked, take_budget(asked))
     if asked == 0:
         return FillReport(ReconcileResult(deficit=deficit))
     parsed = _ask(plan, client, clock, asked)

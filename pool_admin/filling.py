@@ -161,6 +161,9 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
                     credentials=fetch_credentials(), client=http, clock=clock,
                     operation_id=f"fill:{claim.token}",
                     proxy_budget=upstream.account.proxies_per_minute,
+                    take_budget=lambda n: scheduler().take_proxies(
+                        clock.now(), claim, upstream.account.limits, n
+                    ),
                 )  # fmt: skip
             _record_alerts(upstream, report)
             logger.log(

@@ -14,6 +14,8 @@ from activity.scheduler.types import (
     MAX_CONCURRENCY,
     MAX_COOLDOWN,
     MAX_LEASE,
+    MAX_PROXIES_PER_MINUTE,
+    MAX_PROXIES_PER_TAKE,
     AccountLimits,
     Claim,
 )
@@ -59,7 +61,22 @@ def limits(value: object) -> tuple[int, int, int]:
         per_minute = count(value.calls_per_minute, "calls_per_minute", low=1,
                            high=MAX_CALLS_PER_MINUTE)  # fmt: skip
     concurrency = count(value.concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
+    proxies_limit(value)  # checked with the rest, though a claim does not use it
     return concurrency, per_second, per_minute
+
+
+def proxies_limit(value: object) -> int:
+    """An account's proxies per minute, 0 for no limit."""
+    if not isinstance(value, AccountLimits):
+        raise InvalidRequest("limits must be AccountLimits")
+    if value.proxies_per_minute is None:
+        return 0
+    return count(value.proxies_per_minute, "proxies_per_minute", low=1,
+                 high=MAX_PROXIES_PER_MINUTE)  # fmt: skip
+
+
+def wanted(value: object) -> int:
+    return count(value, "wanted", low=0, high=MAX_PROXIES_PER_TAKE)
 
 
 def claim(value: object) -> tuple[str, str, str]:

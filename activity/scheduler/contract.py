@@ -321,6 +321,46 @@ class TestCallBudget:
         claimed(sched.claim(T0, "a2", limits, LEASE))
 
 
+class TestProxyBudget:
+    def test_a_take_is_granted_what_is_left_of_the_minute_and_counts_at_once(self, sched):
+        limits = AccountLimits(concurrency=2, proxies_per_minute=10)
+        sched.schedule("a1", "u1", T0)
+        sched.schedule("a1", "u2", T0)
+        one = claimed(sched.claim(T0, "a1", limits, MAX_LEASE))
+        two = claimed(sched.claim(T0, "a1", limits, MAX_LEASE))
+        assert sched.take_proxies(T0, one, limits, 6) == 6
+        assert sched.take_proxies(T0 + MS, two, limits, 6) == 4  # one account, one budget
+        assert sched.take_proxies(T0 + 2 * MS, one, limits, 1) == 0
+        assert sched.take_proxies(T0 + timedelta(minutes=1) - MS, one, limits, 5) == 0
+        assert sched.take_proxies(T0 + timedelta(minutes=1), one, limits, 5) == 5  # 6 left
+        assert sched.take_proxies(T0 + timedelta(minutes=1), two, limits, 5) == 1
+
+    def test_no_limit_grants_what_is_wanted_and_nothing_wanted_takes_nothing(self, sched):
+        sched.schedule("a1", "u1", T0)
+        claim = claimed(sched.claim(T0, "a1", ONE, LEASE))
+        assert sched.take_proxies(T0, claim, ONE, 1_000) == 1_000
+        limited = AccountLimits(proxies_per_minute=5)
+        assert sched.take_proxies(T0, claim, limited, 0) == 0
+        assert sched.take_proxies(T0, claim, limited, 5) == 0  # the 1,000 taken count too
+
+    def test_a_claim_not_current_takes_nothing(self, sched):
+        limits = AccountLimits(proxies_per_minute=5)
+        sched.schedule("a1", "u1", T0)
+        claim = claimed(sched.claim(T0, "a1", limits, LEASE))
+        with pytest.raises(LeaseLost):
+            sched.take_proxies(T0 + LEASE, claim, limits, 5)
+        again = claimed(sched.claim(T0 + LEASE, "a1", limits, LEASE))
+        assert sched.take_proxies(T0 + LEASE, again, limits, 5) == 5
+
+    @pytest.mark.parametrize("wanted", [-1, 1_000_001, True, 2.0])
+    def test_a_wanted_count_out_of_range_is_refused(self, sched, wanted):
+        sched.schedule("a1", "u1", T0)
+        claim = claimed(sched.claim(T0, "a1", ONE, LEASE))
+        with pytest.raises(InvalidRequest):
+            sched.take_proxies(T0, claim, AccountLimits(proxies_per_minute=5), wanted)
+        assert sched.take_proxies(T0, claim, AccountLimits(proxies_per_minute=5), 5) == 5
+
+
 class TestInput:
     @pytest.mark.parametrize(
         "limits",
@@ -330,6 +370,7 @@ class TestInput:
             AccountLimits(calls_per_second=0),
             AccountLimits(calls_per_second=MAX_CALLS_PER_SECOND + 1),
             AccountLimits(calls_per_minute=MAX_CALLS_PER_MINUTE + 1),
+            AccountLimits(proxies_per_minute=0),
             AccountLimits(concurrency=True),
         ],
     )

@@ -14,6 +14,8 @@ from activity.errors import InvalidRequest, LeaseLost
 from activity.scheduler import _checks
 from activity.scheduler.types import (
     MAX_CALLS_PER_MINUTE,
+    MAX_GRANTS_PER_MINUTE,
+    MAX_PROXIES_PER_TAKE,
     MAX_UPSTREAMS_PER_ACCOUNT,
     AccountLimits,
     Claim,
@@ -31,6 +33,8 @@ class _Account:
     requests: dict[str, int] = field(default_factory=dict)  # upstream -> last accepted request
     pending: dict[str, int] = field(default_factory=dict)  # requested while running -> ms
     calls: list[int] = field(default_factory=list)  # vendor API calls of the last minute, ms
+    #: Proxies granted in the last minute: (ms, count), in time order.
+    proxies: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _first(queue: dict[str, int]) -> tuple[str, int] | None:
@@ -146,6 +150,25 @@ class MemoryScheduler:
                 return timedelta(milliseconds=wait)
             self._add_call(account, now_ms)
             return None
+
+    def take_proxies(self, now: datetime, claim: Claim, limits: AccountLimits, wanted: int) -> int:
+        account_id, upstream_id, token = _checks.claim(claim)
+        now_ms, asked = _checks.instant(now), _checks.wanted(wanted)
+        most = _checks.proxies_limit(limits)
+        with self._lock:
+            account = self._current(account_id, upstream_id, token, now_ms)
+            grants = account.proxies
+            del grants[: bisect.bisect_right(grants, (now_ms - 60_000, MAX_PROXIES_PER_TAKE))]
+            if len(grants) >= MAX_GRANTS_PER_MINUTE:
+                return 0  # the log is full: nothing more this minute (fails closed)
+            if not most:
+                granted = asked
+            else:
+                used = sum(n for at, n in grants if at > now_ms - 60_000)
+                granted = max(0, min(asked, most - used))
+            if granted:
+                bisect.insort(grants, (now_ms, granted))
+            return granted
 
     def finish(self, now: datetime, claim: Claim, next_due_at: datetime) -> None:
         account_id, upstream_id, token = _checks.claim(claim)

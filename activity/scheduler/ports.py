@@ -51,6 +51,13 @@ class FetchScheduler(Protocol):
         for ``renew``."""
         ...
 
+    def take_proxies(self, now: datetime, claim: Claim, limits: AccountLimits, wanted: int) -> int:
+        """How many of ``wanted`` proxies the claim's fetch may ask its vendor for: all of them,
+        or what is left of ``limits.proxies_per_minute`` over the last minute (a proxy taken
+        at ``t`` counts while ``t > now - 60 s``); what it grants counts at once, asked for or
+        not. ``LeaseLost`` as for ``renew``."""
+        ...
+
     def finish(self, now: datetime, claim: Claim, next_due_at: datetime) -> None:
         """The fetch is done: its place is free and the upstream is due at ``next_due_at``
         (or at once, if it was requested while the fetch ran); ``LeaseLost`` as for ``renew``,

@@ -15,6 +15,7 @@ from activity._time import from_ms
 from activity.redis._scripts import LUA_DIR, FunctionLibrary, Scripts
 from activity.scheduler import _checks
 from activity.scheduler.types import (
+    MAX_GRANTS_PER_MINUTE,
     MAX_UPSTREAMS_PER_ACCOUNT,
     AccountLimits,
     Claim,
@@ -25,7 +26,8 @@ from activity.scheduler.types import (
 
 _DIR = LUA_DIR / "scheduler"
 OPERATIONS = (
-    "schedule", "forget", "drop_account", "claim", "renew", "take_call", "finish", "request",
+    "schedule", "forget", "drop_account", "claim", "renew", "take_call", "take_proxies",
+    "finish", "request",
 )  # fmt: skip
 _WRAPPER = (
     "redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
@@ -97,6 +99,14 @@ class RedisScheduler:
         )
         wait = reply.get("retry_after")
         return None if wait is None else timedelta(milliseconds=int(wait))
+
+    def take_proxies(self, now: datetime, claim: Claim, limits: AccountLimits, wanted: int) -> int:
+        account_id, upstream_id, claim_token = _checks.claim(claim)
+        now_ms, asked = _checks.instant(now), _checks.wanted(wanted)
+        most = _checks.proxies_limit(limits)
+        granted = self._call("take_proxies", account_id, upstream_id, claim_token, now_ms, most,
+                             asked, MAX_GRANTS_PER_MINUTE)  # fmt: skip
+        return int(granted)
 
     def finish(self, now: datetime, claim: Claim, next_due_at: datetime) -> None:
         account_id, upstream_id, claim_token = _checks.claim(claim)

@@ -18,6 +18,12 @@ MAX_CONCURRENCY = 64
 #: the last minute are kept one by one (an exact sliding window), so these bound that log.
 MAX_CALLS_PER_SECOND = 100
 MAX_CALLS_PER_MINUTE = 6_000
+#: Proxies per minute an account may be given, and asked for in one take, at most.
+MAX_PROXIES_PER_MINUTE = 10_000_000
+MAX_PROXIES_PER_TAKE = 1_000_000
+#: Grants of proxies one account's log keeps for a minute; a take past it is granted nothing
+#: (a fetch takes once, and an account makes at most MAX_CALLS_PER_MINUTE fetches a minute).
+MAX_GRANTS_PER_MINUTE = 6_000
 #: Longest lease a claim or renewal may ask for: a fetch that holds one longer is stuck.
 MAX_LEASE = timedelta(minutes=30)
 #: Longest cooldown between two accepted requests of one upstream.
@@ -29,12 +35,15 @@ MAX_UPSTREAMS_PER_ACCOUNT = 10_000
 
 @dataclass(frozen=True)
 class AccountLimits:
-    """One provider account's limits, as configured: fetches at once, and vendor API calls in
-    any window of one second and of one minute (None: no such limit)."""
+    """One provider account's limits, as configured: fetches at once, vendor API calls in any
+    window of one second and of one minute, and proxies in any window of one minute (None: no
+    such limit)."""
 
     concurrency: int = 1
     calls_per_second: int | None = None
     calls_per_minute: int | None = None
+    #: Proxies its fetches may take in any window of one minute (None: no limit).
+    proxies_per_minute: int | None = None
 
 
 @dataclass(frozen=True)

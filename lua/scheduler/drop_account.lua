@@ -6,5 +6,5 @@
 -- Errors: none
 assert(#ARGV == 1, 'drop_account: arity')
 redis.call('DEL', k('cadence'), k('priority'), k('running'), k('claims'), k('requests'),
-           k('pending'), k('calls'), k('seq'))
+           k('pending'), k('calls'), k('seq'), k('proxies'), k('pseq'))
 return ok(true)

@@ -16,6 +16,9 @@
 --                                             the newest 6,000 at most)
 --   <prefix>:{sched}:acct:<digest>:seq       STRING n of the last call (deleted when a check finds
 --                                             the log empty)
+--   <prefix>:{sched}:acct:<digest>:proxies   ZSET "<ms>:<n>:<count>" -> ms (proxies granted, last
+--                                             minute, 6,000 grants at most: take_proxies.lua)
+--   <prefix>:{sched}:acct:<digest>:pseq      STRING n of the last grant (deleted with the log)
 -- Unlike the pool's library, there is no write buffer: each operation touches a few members.
 --
 -- Every instant is the caller's `now` (ARGV, ms), never the server's clock: the rules are

@@ -30,6 +30,7 @@ LIMITS = st.builds(
     concurrency=st.integers(1, 3),
     calls_per_second=st.none() | st.integers(1, 3),
     calls_per_minute=st.none() | st.integers(1, 6),
+    proxies_per_minute=st.none() | st.integers(1, 20),
 )
 #: Leases, cooldowns and steps of time around one another, so ends and windows are crossed.
 SPANS = st.sampled_from([0, 1, 999, 1000, 1001, 5000, 30000, 60000]).map(
@@ -102,6 +103,12 @@ class Differential(RuleBasedStateMachine):
         if self.claims:
             pair = data.draw(st.sampled_from(self.claims))
             self.both(lambda s, side: s.take_call(self.now, pair[side], limits))
+
+    @rule(data=st.data(), limits=LIMITS, wanted=st.integers(0, 12))
+    def take_proxies(self, data: st.DataObject, limits: AccountLimits, wanted: int) -> None:
+        if self.claims:
+            pair = data.draw(st.sampled_from(self.claims))
+            self.both(lambda s, side: s.take_proxies(self.now, pair[side], limits, wanted))
 
     @rule(data=st.data(), delta=SPANS)
     def finish(self, data: st.DataObject, delta: timedelta) -> None:

@@ -17,7 +17,7 @@ import redis
 from activity._time import to_ms
 from activity.scheduler import AccountLimits, Claim
 from activity.scheduler.redis import RedisScheduler
-from activity.scheduler.types import MAX_CALLS_PER_MINUTE
+from activity.scheduler.types import MAX_CALLS_PER_MINUTE, MAX_GRANTS_PER_MINUTE
 from tests.harness.commands import REPO
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -133,3 +133,15 @@ def test_the_call_log_keeps_the_newest_calls_that_any_limit_can_need(client, pre
     assert client.zcard(key) == MAX_CALLS_PER_MINUTE
     limited = AccountLimits(calls_per_minute=MAX_CALLS_PER_MINUTE)
     assert scheduler.take_call(now(), claim, limited) is not None  # the newest say: full
+
+
+def test_the_proxy_grants_log_keeps_a_minutes_worth_and_then_grants_nothing(client, prefix):
+    scheduler = RedisScheduler(client, prefix=prefix)
+    scheduler.schedule("a1", "u1", now())
+    claim = scheduler.claim(now(), "a1", AccountLimits(), timedelta(minutes=5))
+    assert isinstance(claim, Claim)
+    for _ in range(MAX_GRANTS_PER_MINUTE):
+        assert scheduler.take_proxies(now(), claim, AccountLimits(), 1) == 1
+    assert scheduler.take_proxies(now(), claim, AccountLimits(), 1) == 0  # fails closed
+    [key] = client.keys(f"{prefix}:{{sched}}:acct:*:proxies")
+    assert client.zcard(key) == MAX_GRANTS_PER_MINUTE

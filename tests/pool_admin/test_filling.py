@@ -119,6 +119,7 @@ def test_an_accounts_calls_per_minute_hold_however_often_it_is_dispatched(target
     with vendor(many) as url:
         upstream = configure(url, target, trust_provider=True, fetch_interval_s=1, max_size=1000)
         upstream.account.api_calls_per_minute = 3
+        upstream.account.proxies_per_minute = 1_000_000  # not the limit under test
         upstream.account.save()
         for _ in range(10):
             claims: list[dict] = []
@@ -128,3 +129,21 @@ def test_an_accounts_calls_per_minute_hold_however_often_it_is_dispatched(target
             filling.scheduler().request(filling.now(), "acme", "acme-http", timedelta(0))
             time.sleep(0.1)
         assert len(url.asked) == 3
+
+
+def test_an_accounts_proxies_per_minute_hold_over_its_fetches(target):
+    many = webshare(*[(20_000 + n, f"u{n}", f"p{n}") for n in range(20)])
+    with vendor(many) as url:
+        upstream = configure(url, target, trust_provider=True, max_size=1000)
+        upstream.account.proxies_per_minute = 5
+        upstream.account.save()
+        inserted = []
+        for _ in range(3):
+            filling.scheduler().request(filling.now(), "acme", "acme-http", timedelta(0))
+            claims: list[dict] = []
+            filling.dispatch(filling.now(), claims.append)
+            inserted += [
+                report.reconcile.inserted for c in claims if (report := filling.run_fetch(c))
+            ]
+    assert sum(inserted) == 5
+    assert get_pool().upstream_inventory("acme-http").managed == 5

@@ -69,4 +69,5 @@ class ProviderAccount(ConfigModel):
             concurrency=self.fetch_concurrency,
             calls_per_second=self.api_calls_per_second,
             calls_per_minute=self.api_calls_per_minute,
+            proxies_per_minute=self.proxies_per_minute,
         )

@@ -200,7 +200,9 @@ def test_an_account_gives_the_scheduler_its_limits_and_refuses_out_of_range_ones
     account = ProviderAccount.objects.create(
         name="kdl", api_calls_per_second=10, api_calls_per_minute=300, fetch_concurrency=2
     )
-    assert account.limits == AccountLimits(concurrency=2, calls_per_second=10, calls_per_minute=300)
+    assert account.limits == AccountLimits(
+        concurrency=2, calls_per_second=10, calls_per_minute=300, proxies_per_minute=1_000
+    )
     for fields, field in (
         ({"api_calls_per_second": 101}, "api_calls_per_second"),
         ({"api_calls_per_minute": 0}, "api_calls_per_minute"),
