@@ -3,10 +3,12 @@ the pool, check each through itself, and apply what the checks found (ADR-005: F
 AVAILABLE, SUSPECT or UNHEALTHY). What the fetch task of a claim runs (pool_admin/tasks.py);
 plain Python, given its configuration, pool, credentials store and HTTP client.
 
-A proxy is checked once, here, at intake: most vendors' proxies live minutes, and one check
-when it arrives (with a timeout of a few seconds) is what a short-lived proxy is worth; after
-that, outcome reports (passive health) tell. An upstream that trusts its provider skips the
-probe: its proxies are AVAILABLE at once.
+A proxy is checked once, here, at intake (FETCHED, then AVAILABLE, SUSPECT or UNHEALTHY; not
+CHECKING on the way: a proxy handed out again is refreshed with its state kept, and marking it
+CHECKING would take a working proxy out of extraction for the check's length): most vendors'
+proxies live minutes, and one check when it arrives (with a timeout of a few seconds) is what a
+short-lived proxy is worth; after that, outcome reports (passive health) tell. An upstream that
+trusts its provider skips the probe: its proxies are AVAILABLE at once.
 """
 
 from __future__ import annotations
@@ -21,11 +23,16 @@ import httpx
 
 from activity.checker import CheckTarget, ProbeResult, ProxyEndpoint, health_of, probe_all
 from activity.clock import Clock
-from activity.credentials import CredentialUnavailable, FetchCredentials
+from activity.credentials import (
+    CredentialUnavailable,
+    CredentialVersion,
+    FetchCredentials,
+    SecretRef,
+)
 from activity.providers.entries import ParsedResponse
 from activity.providers.fetch import FetchLimits, fetch
 from activity.providers.presets import Format
-from activity.reconciler import Intake, Reconciler, ReconcileResult, UpstreamTarget
+from activity.reconciler import Reconciler, ReconcileResult, UpstreamTarget
 from activity.types import (
     FetchedBatch,
     FetchedProxy,
@@ -33,7 +40,6 @@ from activity.types import (
     HealthUpdate,
     ProxyState,
     UpsertResult,
-    UpstreamInventory,
 )
 
 #: Health updates per ``apply_health`` call (the pool's ``max_health_batch``).
@@ -41,7 +47,7 @@ HEALTH_BATCH = 1_000
 
 
 class FillingPool(Protocol):
-    def upstream_inventory(self, upstream_id: str) -> UpstreamInventory: ...
+    def inventory(self, upstream_id: str) -> int: ...
 
     def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult: ...
 
@@ -57,7 +63,8 @@ class UpstreamFill:
     format: Format
     #: The request parameter that says how many proxies to hand out (None: the vendor's own).
     count_param: str | None = None
-    params: Mapping[str, str] = field(default_factory=dict)
+    #: May hold the account's credential (``credential_param``): never in a repr.
+    params: Mapping[str, str] = field(default_factory=dict, repr=False)
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     limits: FetchLimits = field(default_factory=FetchLimits)
     #: None: the provider is trusted, no probe.
@@ -86,11 +93,21 @@ def fill(
     operation_id: str,
     proxy_budget: int,
     take_budget: Callable[[int], int] | None = None,
+    give_back: Callable[[int], object] | None = None,
+    keep_alive: Callable[[], object] | None = None,
 ) -> FillReport:
     """Fetch, upsert, check and mark the upstream's proxies. A provider's error
     (``ProviderError``) propagates with nothing written; a fetch that finds the upstream full
     or its budget spent asks nothing. ``take_budget(n)``, when given, grants how many of those
-    ``n`` the account's budget allows now (the scheduler's ``take_proxies``)."""
+    ``n`` the account's budget allows now (the scheduler's ``take_proxies``), and
+    ``give_back(m)`` returns what of it the vendor did not give (all of it when the vendor
+    failed); ``keep_alive()`` is called before each round of checks (the caller renews its
+    lease there).
+
+    The checks run in rounds of ``check_concurrency`` proxies, each round's results applied
+    when it ends (the first proxies are AVAILABLE before the last are checked), so a round
+    takes at most ``check_timeout``. A proxy its entry cannot be checked through (a SOCKS5
+    login over 255 bytes) is UNHEALTHY, never a failed fetch."""
     reconciler = Reconciler(pool, credentials)
     deficit = reconciler.deficit(plan.target)
     asked = min(deficit, max(0, proxy_budget))
@@ -98,31 +115,51 @@ def fill(
         asked = min(asked, take_budget(asked))
     if asked == 0:
         return FillReport(ReconcileResult(deficit=deficit))
-    parsed = _ask(plan, client, clock, asked)
-    intake = reconciler.prepare(now, plan.target, parsed, keep=asked, operation_id=operation_id)
-    refs = [p.secret_ref for b in intake.batches for p in b.proxies if p.secret_ref is not None]
     try:
-        result = reconciler.write(intake)
+        parsed = _ask(plan, client, clock, asked)
+    except Exception:
+        if give_back is not None:
+            give_back(asked)  # nothing came: none of it counts
+        raise
+    kept = _Recorded(credentials)
+    try:
+        recorded = Reconciler(pool, kept)
+        intake = recorded.prepare(now, plan.target, parsed, keep=asked, operation_id=operation_id)
+        got = sum(len(batch.proxies) for batch in intake.batches)
+        if give_back is not None and got < asked:
+            give_back(asked - got)
+        result = recorded.write(intake)
         result.deficit, result.asked = deficit, asked
-        endpoints = _endpoints(intake, credentials)
+        endpoints = _endpoints(intake.batches[: result.batches_written], credentials)
     finally:
-        credentials.discard(refs)  # the records carry them now; nothing else may
+        credentials.discard(kept.refs)  # the records carry them now; nothing else may
     report = FillReport(result)
-    total = _apply(pool, _before_check(plan, endpoints, clock))
+    checkable = [(proxy, endpoint) for proxy, endpoint in endpoints if endpoint is not None]
+    updates = [
+        HealthUpdate(proxy.proxy_id, ProxyState.UNHEALTHY, clock.now(), None, "check_unusable")
+        for proxy, endpoint in endpoints
+        if endpoint is None
+    ]
+    if plan.check is None:
+        updates += [
+            HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, clock.now()) for p, _ in checkable
+        ]
+    total = _apply(pool, updates, HealthResult())
     if plan.check is not None:
-        updates = _checked(plan, endpoints, clock)
-        report.checked = len(updates)
-        total = _apply(pool, updates)
-        for update in updates:
-            report.states[update.state.value] = report.states.get(update.state.value, 0) + 1
-    else:
-        report.states[ProxyState.AVAILABLE.value] = total.applied
+        for start in range(0, len(checkable), plan.check_concurrency):
+            if keep_alive is not None:
+                keep_alive()
+            checked = _checked(plan, checkable[start : start + plan.check_concurrency], clock)
+            report.checked += len(checked)
+            updates += checked
+            total = _apply(pool, checked, total)
+    for update in updates:
+        report.states[update.state.value] = report.states.get(update.state.value, 0) + 1
     report.health = total
     return report
 
 
-def _apply(pool: FillingPool, updates: list[HealthUpdate]) -> HealthResult:
-    total = HealthResult()
+def _apply(pool: FillingPool, updates: list[HealthUpdate], total: HealthResult) -> HealthResult:
     for start in range(0, len(updates), HEALTH_BATCH):
         part = pool.apply_health(updates[start : start + HEALTH_BATCH])
         total = HealthResult(
@@ -132,6 +169,20 @@ def _apply(pool: FillingPool, updates: list[HealthUpdate]) -> HealthResult:
             total.stale + part.stale,
         )
     return total
+
+
+class _Recorded:
+    """The credentials store, with every reference put through it noted (to discard them all,
+    also when the fetch fails half-way through putting them)."""
+
+    def __init__(self, store: FetchCredentials) -> None:
+        self.store = store
+        self.refs: list[SecretRef] = []
+
+    def put(self, username: str, password: str) -> CredentialVersion:
+        version = self.store.put(username, password)
+        self.refs.append(version.ref)
+        return version
 
 
 def _ask(plan: UpstreamFill, client: httpx.Client, clock: Clock, count: int) -> ParsedResponse:
@@ -144,49 +195,36 @@ def _ask(plan: UpstreamFill, client: httpx.Client, clock: Clock, count: int) -> 
 
 
 def _endpoints(
-    intake: Intake, credentials: FetchCredentials
+    batches: tuple[FetchedBatch, ...], credentials: FetchCredentials
 ) -> list[tuple[FetchedProxy, ProxyEndpoint | None]]:
-    """Each proxy of the intake with where to check it (None: its credential is gone)."""
+    """Each proxy written with where to check it (None: it cannot be checked as listed)."""
     out: list[tuple[FetchedProxy, ProxyEndpoint | None]] = []
-    for batch in intake.batches:
+    for batch in batches:
         for proxy in batch.proxies:
             username = password = None
-            if proxy.secret_ref is not None:
-                try:
+            try:
+                if proxy.secret_ref is not None:
                     login = credentials.resolve(proxy.secret_ref)
-                except CredentialUnavailable:
-                    out.append((proxy, None))
-                    continue
-                username, password = login.username, login.password
-            protocol = "socks5" if proxy.protocol.startswith("socks") else "http"
-            out.append((proxy, ProxyEndpoint(proxy.host, proxy.port, protocol, username, password)))
+                    username, password = login.username, login.password
+                protocol = "socks5" if proxy.protocol.startswith("socks") else "http"
+                endpoint = ProxyEndpoint(proxy.host, proxy.port, protocol, username, password)
+            except (CredentialUnavailable, ValueError):
+                out.append((proxy, None))
+                continue
+            out.append((proxy, endpoint))
     return out
-
-
-def _before_check(
-    plan: UpstreamFill,
-    endpoints: list[tuple[FetchedProxy, ProxyEndpoint | None]],
-    clock: Clock,
-) -> list[HealthUpdate]:
-    """CHECKING while the probe runs (the console shows it); a trusted provider's proxies go
-    AVAILABLE at once instead."""
-    checkable = [(proxy, endpoint) for proxy, endpoint in endpoints if endpoint is not None]
-    if plan.check is None:
-        now = clock.now()
-        return [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p, _ in checkable]
-    return [HealthUpdate(p.proxy_id, ProxyState.CHECKING, clock.now()) for p, _ in checkable]
 
 
 def _checked(
     plan: UpstreamFill,
-    endpoints: list[tuple[FetchedProxy, ProxyEndpoint | None]],
+    checkable: list[tuple[FetchedProxy, ProxyEndpoint]],
     clock: Clock,
 ) -> list[HealthUpdate]:
-    checkable = [(proxy, endpoint) for proxy, endpoint in endpoints if endpoint is not None]
+    """One round of checks: each proxy's update from its check (it was just fetched)."""
     assert plan.check is not None
     results: list[ProbeResult] = asyncio.run(
         probe_all(
-            [endpoint for _, endpoint in checkable if endpoint is not None],
+            [endpoint for _, endpoint in checkable],
             plan.check,
             concurrency=plan.check_concurrency,
             timeout=plan.check_timeout,

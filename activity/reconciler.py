@@ -1,17 +1,17 @@
 """The reconciler: what one upstream lacks, asked of its provider within budget, put in the
 pool in chunks under one operation ID (ARCHITECTURE.md, "Filling the pool").
 
-``reconcile`` reads the upstream's managed count (``upstream_inventory``), asks the provider
-for at most ``min(max_size - managed, proxy_budget)`` proxies (``ask(count)``: the caller's
-fetch and parse with the upstream's preset), keeps the longest-lived of what came back (a
-vendor may send more than asked; a proxy listed twice counts once), and upserts them ``chunk``
-at a time, chunk ``i`` under ``f"{operation_id}:{i}"`` (an :class:`Intake`). Writing an intake
-again (after the store failed mid-way) never changes the counts twice: each chunk already
-written replays its first result, and only the chunks the first write did not reach are
-written. A new response is a new operation: the pool refuses other proxies under an operation
-ID it has seen (``IdempotencyConflict``), and the deficit, read again, accounts for what was
-written. Exits quarantined for every host are refused by the upsert itself (counted in
-``quarantined``), and the pool's ``max_size`` check is the last word on capacity.
+``reconcile`` reads the upstream's unextracted count (``inventory``), asks the provider for at
+most ``min(max_size - unextracted, proxy_budget)`` proxies (``ask(count)``: the caller's fetch
+and parse with the upstream's preset), keeps the longest-lived of what came back (a vendor may
+send more than asked; a proxy listed twice counts once), and upserts them ``chunk`` at a time,
+chunk ``i`` under ``f"{operation_id}:{i}"`` (an :class:`Intake`). Writing an intake again
+(after the store failed mid-way) never changes the counts twice: each chunk already written
+replays its first result, and only the chunks the first write did not reach are written. A new
+response is a new operation: the pool refuses other proxies under an operation ID it has seen
+(``IdempotencyConflict``), and the deficit, read again, accounts for what was written. Exits
+quarantined for every host are refused by the upsert itself (counted in ``quarantined``), and
+the pool's ``max_size`` check is the last word on capacity.
 
 A proxy's ID and unique key are digests of its upstream and exit (protocol, host, port, user
 name): the same proxy handed out again refreshes its record instead of adding one. Its password
@@ -29,14 +29,14 @@ from typing import Protocol
 from activity._checks import digest
 from activity.credentials import CredentialVersion
 from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
-from activity.types import FetchedBatch, FetchedProxy, UpsertResult, UpstreamInventory
+from activity.types import FetchedBatch, FetchedProxy, UpsertResult
 
 #: Proxies per upsert call: the pool's own script batch, so one call is one script.
 DEFAULT_CHUNK = 500
 
 
 class ReconcilerPool(Protocol):
-    def upstream_inventory(self, upstream_id: str) -> UpstreamInventory: ...
+    def inventory(self, upstream_id: str) -> int: ...
 
     def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult: ...
 
@@ -58,7 +58,7 @@ class UpstreamTarget:
 
 @dataclass(slots=True)
 class ReconcileResult:
-    #: ``max_size`` less the managed count, before the budget.
+    #: ``max_size`` less the unextracted count, before the budget.
     deficit: int = 0
     #: How many proxies the provider was asked for (0: it was not asked).
     asked: int = 0
@@ -78,6 +78,8 @@ class ReconcileResult:
     rejected: int = 0  # dropped by the pool (unusable, credentials unresolvable)
     skipped_terminal: int = 0
     replayed_chunks: int = 0
+    #: Batches written (or replayed): the ones after a batch ``max_size`` cut are not.
+    batches_written: int = 0
 
     def add(self, result: UpsertResult) -> None:
         """A chunk's result; a replayed one is counted as such only (its counts were the first
@@ -119,8 +121,10 @@ class Reconciler:
         self.chunk = chunk
 
     def deficit(self, target: UpstreamTarget) -> int:
-        managed = self.pool.upstream_inventory(target.upstream_id).managed
-        return max(0, target.max_size - managed)
+        """``max_size`` less the upstream's unextracted proxies: the measure the pool's own
+        capacity check uses (UNHEALTHY ones included, until they expire), so what is asked
+        for can be inserted."""
+        return max(0, target.max_size - self.pool.inventory(target.upstream_id))
 
     def reconcile(
         self,
@@ -192,6 +196,7 @@ class Reconciler:
         for batch in intake.batches:
             chunk_result = self.pool.upsert_fetched(batch)
             result.add(chunk_result)
+            result.batches_written += 1
             if chunk_result.over_capacity:
                 break  # full: the batches after it would only be refused
         return result

@@ -6,15 +6,16 @@ success closes an open alert (notified) or drops a pending one. One unclosed row
 and kind (a partial unique index), so concurrent fetches cannot open two.
 
 The notifier (``ALERT_NOTIFIER``): ``log`` (a warning, always), ``email`` (to
-``ALERT_EMAIL_TO`` through Django's mail settings) or ``webhook`` (a JSON POST to
-``ALERT_WEBHOOK_URL``, 5 s at most). A notifier that fails is logged, never raised: an alert
-must not stop a fetch.
+``ALERT_EMAIL_TO`` through Django's mail settings, ``EMAIL_TIMEOUT`` 10 s) or ``webhook`` (a
+JSON POST to ``ALERT_WEBHOOK_URL``, 5 s per step, its reply's body not read). Closed alerts are
+deleted after ``ALERT_RETENTION_DAYS`` (``prune_closed``, with the quality aggregates). A
+notifier that fails is logged, never raised: an alert must not stop a fetch.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import httpx
 from django.conf import settings
@@ -77,6 +78,13 @@ def _succeeded(alert: Alert | None, now: datetime) -> Alert | None:
     return alert
 
 
+def prune_closed(older_than: timedelta, batch: int = 1_000) -> int:
+    """Delete up to ``batch`` alerts closed before ``older_than`` ago; how many."""
+    before = timezone.now() - older_than
+    ids = list(Alert.objects.filter(closed_at__lt=before).values_list("pk", flat=True)[:batch])
+    return Alert.objects.filter(pk__in=ids).delete()[0] if ids else 0
+
+
 def notify(alert: Alert, event: str) -> None:
     text = (
         f"alert {event}: upstream {alert.upstream.name}: {alert.get_kind_display()} "
@@ -91,6 +99,8 @@ def notify(alert: Alert, event: str) -> None:
         elif notifier == "webhook" and settings.ALERT_WEBHOOK_URL:
             body = {"event": event, "upstream": alert.upstream.name, "kind": alert.kind,
                     "failures": alert.failures, "detail": alert.detail, "text": text}  # fmt: skip
-            httpx.post(settings.ALERT_WEBHOOK_URL, json=body, timeout=5).raise_for_status()
+            # 5 s per step (connect, send, first byte); the reply's body is never read.
+            with httpx.stream("POST", settings.ALERT_WEBHOOK_URL, json=body, timeout=5) as reply:
+                reply.raise_for_status()
     except Exception as exc:
         logger.error("alert notifier %s failed: %s", notifier, type(exc).__name__)

@@ -11,8 +11,8 @@ changes nothing (``LeaseLost``).
 
 Bounds: a dispatch reads each configured account and upstream once (the configuration's size)
 and claims at most ``fetch_concurrency`` per account; a fetch is bounded by its fetch limits
-(30 s in all for the vendor's answer) and its checks (``check_timeout`` per round of
-``CHECK_CONCURRENCY``), well inside ``LEASE``.
+(30 s in all for the vendor's answer) and renews its lease before each round of checks (a
+round of ``CHECK_CONCURRENCY`` takes at most ``check_timeout``, 60 s, well inside ``LEASE``).
 """
 
 from __future__ import annotations
@@ -153,6 +153,7 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
     interval = timedelta(seconds=upstream.fetch_interval_s if upstream else 60)
     report: FillReport | None = None
     wait = 1
+    taken_at = clock.now()
     try:
         if upstream is not None and upstream.kind == Upstream.Kind.PRESET:
             with client or httpx.Client() as http:
@@ -162,8 +163,13 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
                     operation_id=f"fill:{claim.token}",
                     proxy_budget=upstream.account.proxies_per_minute,
                     take_budget=lambda n: scheduler().take_proxies(
-                        clock.now(), claim, upstream.account.limits, n
+                        taken_at, claim, upstream.account.limits, n
                     ),
+                    give_back=lambda n: scheduler().give_back_proxies(
+                        clock.now(), claim, n, taken_at
+                    ),
+                    # Each round of checks takes at most check_timeout (60 s), under LEASE.
+                    keep_alive=lambda: scheduler().renew(clock.now(), claim, LEASE),
                 )  # fmt: skip
             _record_alerts(upstream, report)
             logger.log(
@@ -179,6 +185,17 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
             refused = exc.next_step is NextStep.DISABLE
             kind = Alert.Kind.VENDOR_REFUSES if refused else Alert.Kind.FETCH_FAILING
             alerts.record(upstream, kind, failed=True, detail=f"{exc.code}: {exc}")
+    except LeaseLost:
+        logger.warning("fetch %s: its lease was lost mid-fetch; stopped", claim.upstream_id)
+    except Exception as exc:
+        # Not the vendor's fault (the pool's store, a credential that cannot be read...): the
+        # fetch stops, its claim is finished below, and the failure counts toward an alert.
+        # The type only: a traceback's text could quote a URL or a value the redacting filter
+        # does not see (it reads the message, not the traceback).
+        logger.error("fetch %s failed on our side: %s", claim.upstream_id, type(exc).__name__)
+        if upstream is not None:
+            detail = f"{getattr(exc, 'code', type(exc).__name__)}: the fetch failed on our side"
+            alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
     finally:
         next_due = clock.now() + min(interval * wait, max(_MAX_WAIT, interval))
         try:
@@ -189,7 +206,10 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
 
 
 def _record_alerts(upstream: Upstream, report: FillReport) -> None:
-    """A fetch that worked: its fetch alerts close; its checks' and inventory's are judged."""
+    """A fetch that asked its vendor and was answered: its fetch alerts close; its checks' and
+    inventory's are judged. One that asked nothing (full, or its budget spent) says nothing."""
+    if not report.reconcile.asked:
+        return
     alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=False)
     alerts.record(upstream, Alert.Kind.VENDOR_REFUSES, failed=False)
     if report.checked >= 4:  # too few checks say nothing about a rate

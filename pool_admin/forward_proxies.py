@@ -9,6 +9,7 @@ Installed by ``python -m pool_admin.localservices install`` (``REQUIRED_PACKAGES
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import socket
 import subprocess
@@ -134,11 +135,13 @@ class Tinyproxy(ForwardProxy):
             f"BasicAuth {user} {secret}\n"
             for user, secret in [(self.username, self.password), *self.more_users]
         )
-        config.write_text(
-            f"Port {self.port}\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 30\n"
-            f"MaxClients 1024\n{logins}DisableViaHeader Yes\nLogLevel Warning\n"
-        )
-        config.chmod(0o600)  # the passwords are in it
+        # Created 0600: the passwords are in it, never readable by others, not even briefly.
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(
+                f"Port {self.port}\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 30\n"
+                f"MaxClients 1024\n{logins}DisableViaHeader Yes\nLogLevel Warning\n"
+            )
         return [self.binary, "-d", "-c", str(config)]
 
 

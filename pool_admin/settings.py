@@ -69,6 +69,8 @@ if ALERT_NOTIFIER not in {"log", "email", "webhook"}:
     raise EnvError(f"ALERT_NOTIFIER must be log, email or webhook, got {ALERT_NOTIFIER!r}")
 ALERT_EMAIL_TO = [a.strip() for a in env_str("ALERT_EMAIL_TO", "").split(",") if a.strip()]
 ALERT_WEBHOOK_URL = env_str("ALERT_WEBHOOK_URL", "")
+ALERT_RETENTION_DAYS = env_int("ALERT_RETENTION_DAYS", 90, minimum=1)
+EMAIL_TIMEOUT = 10
 
 _REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)

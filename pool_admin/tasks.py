@@ -36,6 +36,11 @@ def prune_quality_task() -> int:
     deleted, more = prune_quality(timedelta(days=settings.QUALITY_RETENTION_DAYS))
     if deleted:
         logger.info("quality: %d old rows deleted%s", deleted, ", more remain" if more else "")
+    from pool_admin.alerts import prune_closed
+
+    closed = prune_closed(timedelta(days=settings.ALERT_RETENTION_DAYS))
+    if closed:
+        logger.info("alerts: %d closed alerts deleted", closed)
     return deleted
 
 

@@ -335,6 +335,19 @@ class TestProxyBudget:
         assert sched.take_proxies(T0 + timedelta(minutes=1), one, limits, 5) == 5  # 6 left
         assert sched.take_proxies(T0 + timedelta(minutes=1), two, limits, 5) == 1
 
+    def test_what_a_fetch_did_not_get_is_given_back_and_leaves_with_its_grant(self, sched):
+        limits = AccountLimits(proxies_per_minute=10)
+        sched.schedule("a1", "u1", T0)
+        claim = claimed(sched.claim(T0, "a1", limits, MAX_LEASE))
+        assert sched.take_proxies(T0, claim, limits, 10) == 10
+        sched.give_back_proxies(T0 + timedelta(seconds=1), claim, 7, T0)  # the vendor sent 3
+        assert sched.take_proxies(T0 + timedelta(seconds=2), claim, limits, 10) == 7
+        # At T0 + 60 s the first grant and its give-back leave together: 7 of the second stay.
+        assert sched.take_proxies(T0 + timedelta(minutes=1), claim, limits, 10) == 3
+        # A give-back whose grant left the window already counts nothing.
+        sched.give_back_proxies(T0 + timedelta(minutes=1), claim, 5, T0)
+        assert sched.take_proxies(T0 + timedelta(minutes=1), claim, limits, 10) == 0
+
     def test_no_limit_grants_what_is_wanted_and_nothing_wanted_takes_nothing(self, sched):
         sched.schedule("a1", "u1", T0)
         claim = claimed(sched.claim(T0, "a1", ONE, LEASE))

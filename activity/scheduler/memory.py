@@ -159,16 +159,27 @@ class MemoryScheduler:
             account = self._current(account_id, upstream_id, token, now_ms)
             grants = account.proxies
             del grants[: bisect.bisect_right(grants, (now_ms - 60_000, MAX_PROXIES_PER_TAKE))]
-            if len(grants) >= MAX_GRANTS_PER_MINUTE:
+            if len(grants) >= MAX_GRANTS_PER_MINUTE:  # grants and returns
                 return 0  # the log is full: nothing more this minute (fails closed)
             if not most:
                 granted = asked
             else:
-                used = sum(n for at, n in grants if at > now_ms - 60_000)
+                used = max(0, sum(n for at, n in grants if at > now_ms - 60_000))
                 granted = max(0, min(asked, most - used))
             if granted:
                 bisect.insort(grants, (now_ms, granted))
             return granted
+
+    def give_back_proxies(
+        self, now: datetime, claim: Claim, count: int, taken_at: datetime
+    ) -> None:
+        account_id, upstream_id, token = _checks.claim(claim)
+        now_ms, returned = _checks.instant(now), _checks.wanted(count)
+        taken_ms = min(_checks.instant(taken_at, "taken_at"), now_ms)
+        with self._lock:
+            account = self._current(account_id, upstream_id, token, now_ms)
+            if returned and taken_ms > now_ms - 60_000:
+                bisect.insort(account.proxies, (taken_ms, -returned))
 
     def finish(self, now: datetime, claim: Claim, next_due_at: datetime) -> None:
         account_id, upstream_id, token = _checks.claim(claim)

@@ -58,6 +58,16 @@ class FetchScheduler(Protocol):
         not. ``LeaseLost`` as for ``renew``."""
         ...
 
+    def give_back_proxies(
+        self, now: datetime, claim: Claim, count: int, taken_at: datetime
+    ) -> None:
+        """Return ``count`` proxies of what ``take_proxies`` granted the claim's fetch at
+        ``taken_at`` and it did not get (the vendor failed, or sent fewer): they count no more.
+        Logged at ``taken_at``, so they leave the window with the grant they come from; nothing
+        when that grant has left it already. The caller returns at most what it was granted;
+        ``LeaseLost`` as for ``renew``."""
+        ...
+
     def finish(self, now: datetime, claim: Claim, next_due_at: datetime) -> None:
         """The fetch is done: its place is free and the upstream is due at ``next_due_at``
         (or at once, if it was requested while the fetch ran); ``LeaseLost`` as for ``renew``,

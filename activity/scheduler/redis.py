@@ -27,7 +27,7 @@ from activity.scheduler.types import (
 _DIR = LUA_DIR / "scheduler"
 OPERATIONS = (
     "schedule", "forget", "drop_account", "claim", "renew", "take_call", "take_proxies",
-    "finish", "request",
+    "give_back_proxies", "finish", "request",
 )  # fmt: skip
 _WRAPPER = (
     "redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
@@ -107,6 +107,15 @@ class RedisScheduler:
         granted = self._call("take_proxies", account_id, upstream_id, claim_token, now_ms, most,
                              asked, MAX_GRANTS_PER_MINUTE)  # fmt: skip
         return int(granted)
+
+    def give_back_proxies(
+        self, now: datetime, claim: Claim, count: int, taken_at: datetime
+    ) -> None:
+        account_id, upstream_id, claim_token = _checks.claim(claim)
+        now_ms, returned = _checks.instant(now), _checks.wanted(count)
+        taken_ms = min(_checks.instant(taken_at, "taken_at"), now_ms)
+        self._call("give_back_proxies", account_id, upstream_id, claim_token, now_ms, returned,
+                   taken_ms)  # fmt: skip
 
     def finish(self, now: datetime, claim: Claim, next_due_at: datetime) -> None:
         account_id, upstream_id, claim_token = _checks.claim(claim)

@@ -19,9 +19,9 @@ local granted = wanted
 if most > 0 then
   local used = 0
   for _, grant in ipairs(redis.call('ZRANGEBYSCORE', k('proxies'), '(' .. (now - 60000), '+inf')) do
-    used = used + tonum(string.match(grant, ':(%d+)$'))
+    used = used + tonum(string.match(grant, ':(%-?%d+)$'))  -- a give-back is negative
   end
-  granted = math.max(0, math.min(wanted, most - used))
+  granted = math.max(0, math.min(wanted, most - math.max(0, used)))
 end
 if granted > 0 then
   local n = redis.call('INCR', k('pseq'))

@@ -6,3 +6,6 @@ class ConfigAppConfig(AppConfig):
     label = "config"
     verbose_name = "Configuration"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from pool_admin.config import signals  # noqa: F401  (connects the receivers)

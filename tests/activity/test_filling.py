@@ -30,7 +30,7 @@ from activity.providers.fetch import (
 )
 from activity.providers.presets import PRESETS, UpstreamOptions
 from activity.reconciler import UpstreamTarget
-from activity.types import ExtractMode, ExtractRequest, ProxyState
+from activity.types import ExtractMode, ExtractRequest
 from pool_admin.forward_proxies import Microsocks, Tinyproxy
 from tests.harness.check_target import CheckTargetServer, check_target
 from tests.harness.vendor_server import vendor_server
@@ -129,17 +129,24 @@ def test_a_trusted_provider_skips_the_probe(pool_of):
     assert proxy.username == "x"
 
 
-def test_a_full_upstream_asks_its_vendor_nothing(pool_of, proxies, target):
+def test_a_full_upstream_and_a_spent_budget_ask_the_vendor_nothing(pool_of, proxies):
     pool, credentials, clock = pool_of
     http, _ = proxies
-    with vendor(webshare((http.port, "demo1", "pw1"))) as url, httpx.Client() as client:
+    listed = webshare(*[(http.port, f"demo{n}", "pw") for n in range(10)])
+    with vendor(listed) as url, httpx.Client() as client:
         first = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
                      client=client, clock=clock, operation_id="op1", proxy_budget=100)  # fmt: skip
-        assert first.reconcile.inserted == 1
-        empty = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
-                     client=client, clock=clock, operation_id="op2", proxy_budget=0)  # fmt: skip
-    assert empty.reconcile.asked == 0 and empty.health is None
-    assert ProxyState.AVAILABLE
+        assert first.reconcile.inserted == 10 and len(url.asked) == 1  # max_size 10: full
+        full = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
+                    client=client, clock=clock, operation_id="op2", proxy_budget=100)  # fmt: skip
+        assert (full.reconcile.deficit, full.reconcile.asked) == (0, 0) and full.health is None
+        assert len(url.asked) == 1
+    other = UpstreamTarget("other", 10, timedelta(seconds=5))
+    with vendor(listed) as url, httpx.Client() as client:
+        spent = fill(clock.now(), replace(plan(url, "http", None), target=other), pool=pool,
+                     credentials=credentials, client=client, clock=clock, operation_id="op3",
+                     proxy_budget=100, take_budget=lambda n: 0)  # fmt: skip
+        assert spent.reconcile.asked == 0 and url.asked == []
 
 
 def test_a_response_ten_times_max_size_fills_to_max_size_only(pool_of):
@@ -205,3 +212,19 @@ def test_entries_with_bad_ports_or_hosts_are_dropped_by_reason_and_the_rest_take
     assert report.reconcile.inserted == 1
     assert sum(report.reconcile.dropped.values()) == 3
     assert set(report.reconcile.dropped) <= {DropReason.BAD_PORT, DropReason.BAD_HOST}
+
+
+def test_a_proxy_that_cannot_be_checked_as_listed_is_unhealthy_not_a_failed_fetch(
+    pool_of, proxies, target
+):
+    """A SOCKS5 login over 255 bytes passes the parser but no SOCKS5 handshake can carry it."""
+    pool, credentials, clock = pool_of
+    _, socks = proxies
+    listed = webshare((socks.port, "demo2", "pw2"), (socks.port, "u" * 256, "pw"))
+    with vendor(listed) as url, httpx.Client() as client:
+        report = fill(clock.now(), plan(url, "socks5", CheckTarget(target.url())), pool=pool,
+                      credentials=credentials, client=client, clock=clock, operation_id="op",
+                      proxy_budget=100)  # fmt: skip
+    assert report.reconcile.inserted == 2
+    assert report.states == {"available": 1, "unhealthy": 1} and report.checked == 1
+    assert credentials.held() == 0

@@ -121,8 +121,8 @@ class _BreaksAfter:
     def __init__(self, pool, chunks: int) -> None:
         self.pool, self.left = pool, chunks
 
-    def upstream_inventory(self, upstream_id):
-        return self.pool.upstream_inventory(upstream_id)
+    def inventory(self, upstream_id):
+        return self.pool.inventory(upstream_id)
 
     def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult:
         if self.left == 0:

@@ -110,6 +110,13 @@ class Differential(RuleBasedStateMachine):
             pair = data.draw(st.sampled_from(self.claims))
             self.both(lambda s, side: s.take_proxies(self.now, pair[side], limits, wanted))
 
+    @rule(data=st.data(), count=st.integers(0, 12), back=SPANS)
+    def give_back_proxies(self, data: st.DataObject, count: int, back: timedelta) -> None:
+        if self.claims:
+            pair = data.draw(st.sampled_from(self.claims))
+            taken = self.now - back
+            self.both(lambda s, side: s.give_back_proxies(self.now, pair[side], count, taken))
+
     @rule(data=st.data(), delta=SPANS)
     def finish(self, data: st.DataObject, delta: timedelta) -> None:
         if self.claims:

@@ -145,5 +145,28 @@ def test_an_accounts_proxies_per_minute_hold_over_its_fetches(target):
             inserted += [
                 report.reconcile.inserted for c in claims if (report := filling.run_fetch(c))
             ]
+        assert len(url.asked) == 1  # the 2nd and 3rd fetch had nothing left to ask for
     assert sum(inserted) == 5
     assert get_pool().upstream_inventory("acme-http").managed == 5
+
+
+def test_a_deleted_or_renamed_upstream_is_forgotten_by_the_scheduler(target):
+    with vendor(webshare((20_000, "u", "p"))) as url:
+        kept = configure(url, target, name="acme-kept", fetch_interval_s=3600)
+        gone = configure(url, target, name="acme-gone")
+        renamed = configure(url, target, name="acme-old")
+        claims: list[dict] = []
+        filling.dispatch(filling.now(), claims.append)  # all three scheduled
+        for claim in claims:
+            filling.run_fetch(claim)
+        gone.delete()
+        renamed.name = "acme-new"
+        renamed.save()
+        for name in ("acme-gone", "acme-old", "acme-new", "acme-kept"):
+            filling.scheduler().request(filling.now(), "acme", name, timedelta(0))
+        claims.clear()
+        kept.account.fetch_concurrency = 8
+        kept.account.save()
+        filling.dispatch(filling.now(), claims.append)
+    # acme-new is scheduled afresh (due now); acme-kept was requested; the others are gone.
+    assert sorted(filling.claim_of(c).upstream_id for c in claims) == ["acme-kept", "acme-new"]

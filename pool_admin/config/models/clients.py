@@ -162,13 +162,7 @@ class ApiKeyManager(models.Manager["ApiKey"]):
         """A key with a plaintext chosen outside (``DEMO_API_KEY``, for scripted checks): in
         the project's format with at least 32 random characters; the same key given again for
         the same client is the key it already is. ValueError when it cannot be this client's."""
-        prefix = ApiKey.prefix_of(plaintext)
-        secret = plaintext.rpartition("_")[2]
-        if prefix is None or not re.fullmatch(r"[0-9a-f]+", prefix) or len(secret) < 32:
-            raise ValueError(
-                f"not an API key of this project (pp_<{2 * ApiKey.PREFIX_BYTES} hex>_<32 or more "
-                "random characters>)"
-            )
+        prefix = ApiKey.adoptable_prefix(plaintext)
         existing = self.get_queryset().filter(prefix=prefix).first()
         if existing is not None:
             if existing.client_id != client.pk or not hmac.compare_digest(
@@ -240,6 +234,19 @@ class ApiKey(models.Model):
         size = 2 * cls.PREFIX_BYTES
         if scheme != cls.SCHEME or not sep or not sep2 or len(prefix) != size or not secret:
             return None
+        return prefix
+
+    @classmethod
+    def adoptable_prefix(cls, plaintext: str) -> str:
+        """The prefix of a key chosen outside, in the project's format with at least 32 random
+        characters; ValueError otherwise."""
+        prefix = cls.prefix_of(plaintext)
+        secret = plaintext.rpartition("_")[2]
+        if prefix is None or not re.fullmatch(r"[0-9a-f]+", prefix) or len(secret) < 32:
+            raise ValueError(
+                f"not an API key of this project (pp_<{2 * cls.PREFIX_BYTES} hex>_<32 or more "
+                "random characters>)"
+            )
         return prefix
 
     @property

@@ -123,8 +123,8 @@ class Upstream(ConfigModel):
     low_water_mark = models.PositiveIntegerField(
         default=0,
         validators=bounds(0, 1_000_000),
-        help_text="On-demand refill: an extract that leaves fewer unextracted proxies than this "
-        "asks for a fetch at once (0: off).",
+        help_text="On-demand refill: with fewer unextracted proxies than this, the next "
+        "dispatch (every 2 s) asks for a fetch ahead of the interval (0: off).",
     )
     refill_cooldown_s = models.PositiveIntegerField(
         "refill cooldown (s)",

@@ -46,8 +46,11 @@ class Command(OperatorCommand):
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.path:
             raise CommandError(f"--base-url must be http(s)://host:port, got {base!r}")
         given = os.environ.get("DEMO_API_KEY", "")
-        if given and ApiKey.prefix_of(given) is None:  # before anything changes
-            raise CommandError("DEMO_API_KEY refused: not an API key of this project (pp_...)")
+        if given:  # checked before anything changes
+            try:
+                ApiKey.adoptable_prefix(given)
+            except ValueError as exc:
+                raise CommandError(f"DEMO_API_KEY refused: {exc}") from None
         try:
             with transaction.atomic():
                 account = self._account()
