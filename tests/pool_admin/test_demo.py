@@ -18,7 +18,7 @@ from pool_admin.demo_proxies import HTTP_USERS, LISTING, SOCKS_SERVERS, DemoProx
 from pool_admin.pool import get_pool
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
-KEY = "pp_0123456789ab_" + "k" * 40
+KEY = "pp_0123456789ab_" + "k_-" * 14  # a URL-safe secret may hold "_" and "-"
 
 
 @pytest.fixture(autouse=True)
@@ -50,9 +50,10 @@ def test_ensure_demo_configures_once_and_prints_a_generated_key_once(monkeypatch
 
 
 def test_demo_api_key_is_the_clients_key_and_a_malformed_one_changes_nothing(monkeypatch):
-    monkeypatch.setenv("DEMO_API_KEY", "not-a-key")
-    with pytest.raises(CommandError, match="DEMO_API_KEY refused"):
-        ensure()
+    for bad in ("not-a-key", "pp_0123456789ab_short", "pp_0123456789ZZ_" + "k" * 40):
+        monkeypatch.setenv("DEMO_API_KEY", bad)
+        with pytest.raises(CommandError, match="DEMO_API_KEY refused"):
+            ensure()
     assert not Upstream.objects.exists() and not Credential.objects.exists()
     monkeypatch.setenv("DEMO_API_KEY", KEY)
     assert "its key is DEMO_API_KEY" in ensure()

@@ -241,7 +241,7 @@ class ApiKey(models.Model):
         """The prefix of a key chosen outside, in the project's format with at least 32 random
         characters; ValueError otherwise."""
         prefix = cls.prefix_of(plaintext)
-        secret = plaintext.rpartition("_")[2]
+        secret = plaintext.split("_", 2)[-1]  # what follows the prefix (it may hold "_")
         if prefix is None or not re.fullmatch(r"[0-9a-f]+", prefix) or len(secret) < 32:
             raise ValueError(
                 f"not an API key of this project (pp_<{2 * cls.PREFIX_BYTES} hex>_<32 or more "
