@@ -58,10 +58,14 @@ class DemoProxies:
         return entries
 
     def stop(self) -> None:
+        """Stop every proxy, and remove what holds their passwords (the listing, tinyproxy's
+        config); their logs stay."""
         for server in reversed(self.servers):
             server.stop()
         self.servers.clear()
         self.listing.unlink(missing_ok=True)
+        for config in self.directory.glob("tinyproxy-*.conf"):
+            config.unlink(missing_ok=True)
 
 
 def read_listing(run_dir: Path) -> list[dict[str, Any]]:

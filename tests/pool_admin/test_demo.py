@@ -117,3 +117,4 @@ def test_the_demo_fills_the_pool_with_working_local_proxies(live_server, setting
     finally:
         proxies.stop()
     assert not (tmp_path / LISTING).exists()
+    assert not list((tmp_path / "demo-proxies").glob("*.conf"))  # no password left on disk
