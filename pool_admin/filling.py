@@ -33,7 +33,6 @@ from activity.clock import SystemClock
 from activity.errors import ActivityError, LeaseLost
 from activity.filling import FillReport, UpstreamFill, fill
 from activity.providers.errors import NextStep, ProviderError
-from activity.providers.presets import PRESETS, UpstreamOptions
 from activity.reconciler import UpstreamTarget
 from activity.scheduler import Claim, NoClaim, RequestOutcome
 from activity.scheduler.redis import RedisScheduler
@@ -78,7 +77,7 @@ def dispatch(now: datetime, enqueue: Callable[[dict[str, Any]], object]) -> int:
     fetchable: dict[str, ProviderAccount] = {}
     for upstream in Upstream.objects.select_related("account").iterator():
         account = upstream.account
-        if upstream.enabled and account.enabled and upstream.kind == Upstream.Kind.PRESET:
+        if upstream.enabled and account.enabled and _readable(upstream):
             sched.schedule(account.name, upstream.name, now)
             fetchable[account.name] = account
         else:
@@ -103,7 +102,7 @@ def refill(now: datetime, sched: RedisScheduler) -> int:
     pool = get_pool()
     accepted = 0
     watched = Upstream.objects.select_related("account").filter(
-        enabled=True, account__enabled=True, kind=Upstream.Kind.PRESET, low_water_mark__gt=0
+        enabled=True, account__enabled=True, low_water_mark__gt=0
     )
     for upstream in watched.iterator():
         try:
@@ -116,6 +115,17 @@ def refill(now: datetime, sched: RedisScheduler) -> int:
         outcome = sched.request(now, upstream.account.name, upstream.name, cooldown)
         accepted += outcome is RequestOutcome.ACCEPTED
     return accepted
+
+
+def _readable(upstream: Upstream) -> bool:
+    """Whether the upstream's answers can be read as configured (a row saved before its
+    reader's settings were checked may not: it is not fetched, and says why at debug)."""
+    try:
+        upstream.answer_format()
+    except ValueError as exc:
+        logger.debug("upstream %s is not fetched: %s", upstream.name, exc)
+        return False
+    return True
 
 
 def claim_payload(claim: Claim) -> dict[str, Any]:
@@ -155,7 +165,7 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
     wait = 1
     taken_at = clock.now()
     try:
-        if upstream is not None and upstream.kind == Upstream.Kind.PRESET:
+        if upstream is not None and _readable(upstream):
             with client or httpx.Client() as http:
                 report = fill(
                     clock.now(), plan_of(upstream), pool=get_pool(),
@@ -228,14 +238,7 @@ def _record_alerts(upstream: Upstream, report: FillReport) -> None:
 
 
 def plan_of(upstream: Upstream) -> UpstreamFill:
-    """How to fetch and check ``upstream``, from its configuration (a preset upstream)."""
-    options = UpstreamOptions(
-        protocol=upstream.default_protocol,
-        default_lifetime=upstream.default_ttl,
-        max_entries=upstream.max_size,
-        zone=upstream.expiry_zone or None,
-        allow_local_hosts=upstream.allow_local_hosts,
-    )
+    """How to fetch and check ``upstream``, from its configuration."""
     params = {str(k): _param(v) for k, v in (upstream.request_params or {}).items()}
     headers: dict[str, str] = {}
     credential = upstream.account.credential
@@ -249,7 +252,7 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
     return UpstreamFill(
         target=UpstreamTarget(upstream.name, upstream.max_size, upstream.safety_margin),
         url=upstream.endpoint_url,
-        format=PRESETS[upstream.preset].format(options),
+        format=upstream.answer_format(),
         count_param=upstream.count_param or None,
         params=params,
         headers=headers,

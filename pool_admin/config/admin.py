@@ -200,6 +200,7 @@ class UpstreamAdmin(SimpleHistoryAdmin):
                 "fields": (
                     "kind",
                     "preset",
+                    "reader",
                     "expiry_zone",
                     "endpoint_url",
                     "request_params",

@@ -17,8 +17,9 @@ class VendorURL(str):
 
 
 @contextlib.contextmanager
-def vendor(document: dict) -> Iterator[VendorURL]:
-    """A vendor API answering every GET with ``document`` as JSON; its URL."""
+def vendor(document: dict | bytes) -> Iterator[VendorURL]:
+    """A vendor API answering every GET with ``document`` as JSON (or, as bytes, as plain
+    text); its URL."""
     asked: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -27,9 +28,10 @@ def vendor(document: dict) -> Iterator[VendorURL]:
 
         def do_GET(self) -> None:
             asked.append(self.path)
-            body = json.dumps(document).encode()
+            text = isinstance(document, bytes)
+            body = document if isinstance(document, bytes) else json.dumps(document).encode()
             self.send_response(200)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

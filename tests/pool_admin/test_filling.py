@@ -47,11 +47,13 @@ def closed_port() -> int:
 
 def configure(url: str, target: CheckTargetServer, **fields) -> Upstream:
     account, _ = ProviderAccount.objects.get_or_create(name="acme")
+    defaults = {
+        "name": "acme-http", "kind": "preset", "preset": "webshare_list",
+        "count_param": "page_size", "max_size": 10,
+    }  # fmt: skip
     return Upstream.objects.create(
-        name=fields.pop("name", "acme-http"), account=account, kind="preset",
-        preset="webshare_list", endpoint_url=url, count_param="page_size",
-        allow_local_hosts=True, check_url=target.url(), check_timeout_ms=2000,
-        **{"max_size": 10, **fields},
+        account=account, endpoint_url=url, allow_local_hosts=True, check_url=target.url(),
+        check_timeout_ms=2000, **{**defaults, **fields},
     )  # fmt: skip
 
 
@@ -170,3 +172,23 @@ def test_a_deleted_or_renamed_upstream_is_forgotten_by_the_scheduler(target):
         filling.dispatch(filling.now(), claims.append)
     # acme-new is scheduled afresh (due now); acme-kept was requested; the others are gone.
     assert sorted(filling.claim_of(c).upstream_id for c in claims) == ["acme-kept", "acme-new"]
+
+
+def test_a_generic_text_upstream_is_fetched_with_its_own_reader(tinyproxy, target):
+    lines = f"127.0.0.1:{tinyproxy.port}:demo1:pw1\r\n127.0.0.1:{tinyproxy.port}:demo9:x\r\n"
+    with vendor(lines.encode()) as url:
+        configure(url, target, kind="text_lines", preset="", count_param="num",
+                  reader={"line": "host:port:user:pass"})  # fmt: skip
+        claims: list[dict] = []
+        assert filling.dispatch(filling.now(), claims.append) == 1
+        report = filling.run_fetch(claims[0])
+    assert report is not None and report.states == {"available": 1, "unhealthy": 1}
+    assert url.asked == ["/api/v2/proxy/list/?num=10"]
+
+
+def test_a_generic_upstream_without_a_reader_is_not_fetched(target):
+    with vendor(b"") as url:
+        configure(url, target, kind="json_list", preset="")
+        claims: list[dict] = []
+        assert filling.dispatch(filling.now(), claims.append) == 0
+        assert url.asked == []

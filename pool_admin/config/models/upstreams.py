@@ -11,7 +11,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from activity.providers.presets import PRESETS, UpstreamOptions
+from activity.providers.generic import json_reader, text_reader
+from activity.providers.presets import PRESETS, Format, UpstreamOptions
 from pool_admin.config.models.accounts import ProviderAccount
 from pool_admin.config.models.base import (
     LABEL_HELP,
@@ -60,6 +61,14 @@ class Upstream(ConfigModel):
         blank=True,
         choices=PRESET_CHOICES,
         help_text="For the preset kind: which vendor's answer this is (docs/OPERATIONS.md).",
+    )
+    reader = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='For the generic kinds: how the answer reads. JSON list: {"list_path": "data", '
+        '"fields": {"host": "ip", "port": "port", "expiry": "expire_time"}, "expiry": '
+        '"unix_seconds", "success_path": "code", "success_value": "0"}; text lines: {"line": '
+        '"host:port:user:pass", "expiry": "none"} (docs/OPERATIONS.md).',
     )
     expiry_zone = models.CharField(
         max_length=64,
@@ -206,18 +215,36 @@ class Upstream(ConfigModel):
                 ZoneInfo(self.expiry_zone)
             except (ZoneInfoNotFoundError, ValueError):
                 return {"expiry_zone": "Enter an IANA time zone, e.g. Asia/Shanghai or UTC."}
-        if self.preset in PRESETS and _ints(self.default_ttl_s, self.max_size):
-            options = UpstreamOptions(
-                protocol=self.default_protocol,
-                default_lifetime=self.default_ttl,
-                max_entries=self.max_size,
-                zone=self.expiry_zone or None,
-            )
+        if self.kind == self.Kind.PRESET and self.reader:
+            return {"reader": "A preset reads its answers itself: leave this empty."}
+        # A generic upstream without a reader yet is kept, and not fetched until it has one.
+        configured = self.kind == self.Kind.PRESET or bool(self.reader)
+        if configured and _ints(self.default_ttl_s, self.max_size):
             try:
-                PRESETS[self.preset].format(options)
+                self.answer_format()
             except ValueError as exc:
-                return {"preset": f"This preset cannot be used so: {exc}"}
+                field = "preset" if self.kind == self.Kind.PRESET else "reader"
+                return {field: f"This cannot read an answer: {exc}"}
         return {}
+
+    def answer_format(self) -> Format:
+        """How this upstream's answers are read (its preset, or its generic reader);
+        ValueError when its settings cannot make one."""
+        options = UpstreamOptions(
+            protocol=self.default_protocol,
+            default_lifetime=self.default_ttl,
+            max_entries=self.max_size,
+            zone=self.expiry_zone or None,
+            allow_local_hosts=self.allow_local_hosts,
+        )
+        if self.kind == self.Kind.PRESET:
+            if self.preset not in PRESETS:
+                raise ValueError("no such preset")
+            return PRESETS[self.preset].format(options)
+        settings = self.reader if isinstance(self.reader, dict) else {}
+        if self.kind == self.Kind.JSON_LIST:
+            return json_reader(settings, options)
+        return text_reader(settings, options)
 
     def _request_problems(self) -> dict[str, str]:
         errors: dict[str, str] = {}

@@ -250,3 +250,36 @@ def test_every_preset_can_be_chosen_with_the_defaults():
     for n, name in enumerate(PRESETS):
         create_upstream(name=f"u{n}", kind="preset", preset=name, expiry_zone="Asia/Shanghai")
     assert Upstream.objects.count() == len(PRESETS)
+
+
+@pytest.mark.parametrize(
+    ("kind", "reader", "message"),
+    [
+        ("json_list", {"fields": {"host": "ip"}}, "list_path is required"),
+        ("json_list", {"list_path": "data", "fields": {"hots": "ip"}}, "fields may name"),
+        ("json_list", {"list_path": "data", "expiry": "tomorrow"}, "expiry must be one of"),
+        ("json_list", {"list_path": "data", "colour": "red"}, "unknown settings"),
+        ("text_lines", {"line": "ip|port"}, "line must be one of"),
+        ("preset", {"line": "host:port"}, "leave this empty"),
+    ],
+)
+def test_a_generic_reader_that_cannot_read_an_answer_is_refused(kind, reader, message):
+    fields = {"kind": kind, "reader": reader}
+    if kind == "preset":
+        fields["preset"] = "zhima_getip_json"
+    errors = errors_of(create_upstream, **fields)
+    assert message in " ".join(errors["reader"]), errors
+    assert not Upstream.objects.exists()
+
+
+def test_generic_readers_build_from_their_settings():
+    json_up = create_upstream(name="j", kind="json_list", reader={
+        "list_path": "data.proxy_list", "fields": {"host": "ip", "port": "port",
+        "expiry": "expire_time"}, "expiry": "unix_seconds", "success_path": "code",
+    })  # fmt: skip
+    text_up = create_upstream(name="t", kind="text_lines", reader={"line": "host:port:user:pass"})
+    assert json_up.answer_format().list_path == "data.proxy_list"
+    assert text_up.answer_format().line.value == "host:port:user:pass"
+    bare = create_upstream(name="b")  # a generic upstream without a reader: kept, not readable
+    with pytest.raises(ValueError, match="list_path is required"):
+        bare.answer_format()
