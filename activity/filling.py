@@ -71,6 +71,9 @@ class UpstreamFill:
     check: CheckTarget | None = None
     check_timeout: float = 5.0
     check_concurrency: int = 200
+    #: A fixed list to read instead of asking a vendor (a static-list upstream): never in a
+    #: repr, it holds the proxies' logins.
+    static_body: bytes | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -186,6 +189,8 @@ class _Recorded:
 
 
 def _ask(plan: UpstreamFill, client: httpx.Client, clock: Clock, count: int) -> ParsedResponse:
+    if plan.static_body is not None:  # the list is here: read it, ask nobody
+        return plan.format.parse(plan.static_body, clock.now())
     params = dict(plan.params)
     if plan.count_param:
         params[plan.count_param] = str(count)

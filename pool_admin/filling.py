@@ -156,7 +156,7 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
         logger.info("fetch %s: its claim is no longer current; nothing done", claim.upstream_id)
         return None
     upstream = (
-        Upstream.objects.select_related("account__credential")
+        Upstream.objects.select_related("account__credential", "static_list")
         .filter(name=claim.upstream_id, account__name=claim.account_id)
         .first()
     )
@@ -249,6 +249,9 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
         if upstream.credential_header:
             headers[upstream.credential_header] = secret
     check = None if upstream.trust_provider else CheckTarget(upstream.check_url)
+    static = None
+    if upstream.kind == Upstream.Kind.STATIC_LIST and upstream.static_list is not None:
+        static = upstream.static_list.reveal().encode()
     return UpstreamFill(
         target=UpstreamTarget(upstream.name, upstream.max_size, upstream.safety_margin),
         url=upstream.endpoint_url,
@@ -259,6 +262,7 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
         check=check,
         check_timeout=upstream.check_timeout_ms / 1000,
         check_concurrency=CHECK_CONCURRENCY,
+        static_body=static,
     )
 
 

@@ -201,6 +201,7 @@ class UpstreamAdmin(SimpleHistoryAdmin):
                     "kind",
                     "preset",
                     "reader",
+                    "static_list",
                     "expiry_zone",
                     "endpoint_url",
                     "request_params",

@@ -13,7 +13,8 @@ import pytest
 
 from activity.types import ExtractMode, ExtractRequest
 from pool_admin import filling
-from pool_admin.config.models import ProviderAccount, Upstream
+from pool_admin.config.credential_store import CredentialStore
+from pool_admin.config.models import Credential, ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
 from pool_admin.pool import get_pool
 from tests.harness.check_target import CheckTargetServer, check_target
@@ -192,3 +193,17 @@ def test_a_generic_upstream_without_a_reader_is_not_fetched(target):
         claims: list[dict] = []
         assert filling.dispatch(filling.now(), claims.append) == 0
         assert url.asked == []
+
+
+def test_a_static_list_is_read_from_its_credential_and_its_proxies_checked(tinyproxy, target):
+    lines = f"127.0.0.1:{tinyproxy.port}:demo1:pw1\n127.0.0.1:{tinyproxy.port}:demo2:wrong\n"
+    CredentialStore().put("fixed-pool", lines, purpose=Credential.Purpose.PROXY_AUTH)
+    configure("", target, kind="static_list", preset="", count_param="",
+              static_list=Credential.objects.get(name="fixed-pool"),
+              reader={"line": "host:port:user:pass"})  # fmt: skip
+    claims: list[dict] = []
+    assert filling.dispatch(filling.now(), claims.append) == 1
+    report = filling.run_fetch(claims[0])
+    assert report is not None and report.states == {"available": 1, "unhealthy": 1}
+    [proxy] = get_pool().extract(ExtractRequest(client_id="c1", count=5)).proxies
+    assert (proxy.username, proxy.password) == ("demo1", "pw1")

@@ -23,6 +23,7 @@ from pool_admin.config.models.base import (
     label_field,
     seconds,
 )
+from pool_admin.config.models.credentials import Credential
 
 #: The vendor presets an upstream can read its answers with (activity/providers/presets.py).
 PRESET_CHOICES = [(name, preset.title) for name, preset in PRESETS.items()]
@@ -46,6 +47,7 @@ class Upstream(ConfigModel):
         PRESET = "preset", "A vendor's shape (preset)"
         JSON_LIST = "json_list", "JSON list of proxies"
         TEXT_LINES = "text_lines", "Text, one proxy per line"
+        STATIC_LIST = "static_list", "A fixed list an operator pasted (no vendor API)"
 
     name = label_field(unique=True, help_text=f"The pool's upstream ID. {LABEL_HELP}")
     enabled = models.BooleanField(default=True)
@@ -62,6 +64,15 @@ class Upstream(ConfigModel):
         choices=PRESET_CHOICES,
         help_text="For the preset kind: which vendor's answer this is (docs/OPERATIONS.md).",
     )
+    static_list = models.ForeignKey(
+        Credential,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="static_upstreams",
+        help_text="For the static-list kind: the credential whose secret is the list, one proxy "
+        "per line in the reader's line shape (stored encrypted: it holds the proxies' logins).",
+    )
     reader = models.JSONField(
         default=dict,
         blank=True,
@@ -76,7 +87,11 @@ class Upstream(ConfigModel):
         help_text="IANA time zone of the vendor's times without an offset, e.g. Asia/Shanghai "
         "(blank: the preset's).",
     )
-    endpoint_url = models.URLField(max_length=2000, help_text="http(s) URL of the provider's API.")
+    endpoint_url = models.URLField(
+        max_length=2000,
+        blank=True,
+        help_text="http(s) URL of the provider's API (not for a static list).",
+    )
     count_param = models.CharField(
         max_length=64,
         blank=True,
@@ -217,8 +232,14 @@ class Upstream(ConfigModel):
                 return {"expiry_zone": "Enter an IANA time zone, e.g. Asia/Shanghai or UTC."}
         if self.kind == self.Kind.PRESET and self.reader:
             return {"reader": "A preset reads its answers itself: leave this empty."}
+        if self.kind != self.Kind.STATIC_LIST and not self.endpoint_url:
+            return {"endpoint_url": "Enter the provider API's URL."}
+        if self.kind == self.Kind.STATIC_LIST and not self.static_list_id:
+            return {"static_list": "Choose the credential that holds the list."}
+        if self.kind != self.Kind.STATIC_LIST and self.static_list_id:
+            return {"static_list": "A list is for the static-list kind only."}
         # A generic upstream without a reader yet is kept, and not fetched until it has one.
-        configured = self.kind == self.Kind.PRESET or bool(self.reader)
+        configured = self.kind in (self.Kind.PRESET, self.Kind.STATIC_LIST) or bool(self.reader)
         if configured and _ints(self.default_ttl_s, self.max_size):
             try:
                 self.answer_format()

@@ -283,3 +283,14 @@ def test_generic_readers_build_from_their_settings():
     bare = create_upstream(name="b")  # a generic upstream without a reader: kept, not readable
     with pytest.raises(ValueError, match="list_path is required"):
         bare.answer_format()
+
+
+def test_a_static_list_needs_its_credential_and_other_kinds_their_endpoint(credential):
+    errors = errors_of(create_upstream, kind="static_list", endpoint_url="")
+    assert "Choose the credential" in " ".join(errors["static_list"])
+    errors = errors_of(create_upstream, static_list=credential)
+    assert "static-list kind only" in " ".join(errors["static_list"])
+    errors = errors_of(create_upstream, endpoint_url="")
+    assert "endpoint_url" in errors
+    fixed = create_upstream(kind="static_list", endpoint_url="", static_list=credential)
+    assert fixed.answer_format().line.value == "host:port"  # the reader's default line shape
