@@ -118,3 +118,19 @@ def test_the_demo_fills_the_pool_with_working_local_proxies(live_server, setting
         proxies.stop()
     assert not (tmp_path / LISTING).exists()
     assert not list((tmp_path / "demo-proxies").glob("*.conf"))  # no password left on disk
+
+
+@pytest.mark.slow
+def test_the_demo_proxies_keep_their_ports_and_logins_from_one_start_to_the_next(tmp_path):
+    """The pool outlives a restart of make run: the proxies it holds must stay valid exits."""
+    first = DemoProxies(tmp_path)
+    entries = first.start()
+    first.stop()
+    assert not (tmp_path / LISTING).exists()
+    again = DemoProxies(tmp_path)
+    try:
+        assert again.start() == entries
+    finally:
+        again.stop()
+    state = tmp_path / "demo-proxies" / "state.json"
+    assert oct(state.stat().st_mode & 0o777) == "0o600"
