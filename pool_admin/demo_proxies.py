@@ -12,13 +12,12 @@ they run. No Django import: the launcher runs this before Django is set up.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import socket
 from pathlib import Path
 from typing import Any
 
-from pool_admin.forward_proxies import ForwardProxy, Microsocks, Tinyproxy
+from pool_admin.forward_proxies import ForwardProxy, Microsocks, Tinyproxy, write_private
 
 HTTP_USERS = 12
 SOCKS_SERVERS = 4
@@ -70,11 +69,10 @@ class DemoProxies:
             socks.start()
             entries.append({"protocol": "socks5", "host": "127.0.0.1", "port": socks.port,
                             "username": socks.username, "password": socks.password})  # fmt: skip
-        _write_private(self.listing, {"proxies": entries})
-        _write_private(self.state, {
-            "ports": [server.port for server in self.servers],
-            "http_logins": http_logins, "socks_logins": socks_logins,
-        })  # fmt: skip
+        write_private(self.listing, json.dumps({"proxies": entries}))
+        state = {"ports": [server.port for server in self.servers],
+                 "http_logins": http_logins, "socks_logins": socks_logins}  # fmt: skip
+        write_private(self.state, json.dumps(state))
         return entries
 
     def stop(self) -> None:
@@ -114,12 +112,6 @@ def _port(saved: object) -> int | None:
         except OSError:
             return None
     return saved
-
-
-def _write_private(path: Path, document: object) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(document, out)
 
 
 def read_listing(run_dir: Path) -> list[dict[str, Any]]:

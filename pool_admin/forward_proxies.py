@@ -21,6 +21,14 @@ from types import TracebackType
 from pool_admin.localservices import forward_proxy_binary, free_port
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path``, created 0600: what holds a password is never readable by
+    others, not even between the write and a chmod."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+
+
 def _check_login(username: str, password: str) -> None:
     if not all(part.isalnum() and part.isascii() for part in (username, password)):
         raise ValueError("a forward proxy's username and password: ASCII letters and digits")
@@ -135,13 +143,11 @@ class Tinyproxy(ForwardProxy):
             f"BasicAuth {user} {secret}\n"
             for user, secret in [(self.username, self.password), *self.more_users]
         )
-        # Created 0600: the passwords are in it, never readable by others, not even briefly.
-        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(
-                f"Port {self.port}\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 30\n"
-                f"MaxClients 1024\n{logins}DisableViaHeader Yes\nLogLevel Warning\n"
-            )
+        write_private(  # the passwords are in it
+            config,
+            f"Port {self.port}\nListen 127.0.0.1\nAllow 127.0.0.1\nTimeout 30\n"
+            f"MaxClients 1024\n{logins}DisableViaHeader Yes\nLogLevel Warning\n",
+        )
         return [self.binary, "-d", "-c", str(config)]
 
 
