@@ -128,6 +128,15 @@ def _readable(upstream: Upstream) -> bool:
     return True
 
 
+def _plan_or_none(upstream: Upstream) -> UpstreamFill | None:
+    """The upstream's plan, built once per fetch; None when its answers cannot be read."""
+    try:
+        return plan_of(upstream)
+    except ValueError as exc:
+        logger.debug("upstream %s is not fetched: %s", upstream.name, exc)
+        return None
+
+
 def claim_payload(claim: Claim) -> dict[str, Any]:
     """A claim as a task's JSON argument (the token is random and proves only this lease)."""
     payload = asdict(claim)
@@ -165,10 +174,11 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
     wait = 1
     taken_at = clock.now()
     try:
-        if upstream is not None and _readable(upstream):
+        plan = _plan_or_none(upstream) if upstream is not None else None
+        if upstream is not None and plan is not None:
             with client or httpx.Client() as http:
                 report = fill(
-                    clock.now(), plan_of(upstream), pool=get_pool(),
+                    clock.now(), plan, pool=get_pool(),
                     credentials=fetch_credentials(), client=http, clock=clock,
                     operation_id=f"fill:{claim.token}",
                     proxy_budget=upstream.account.proxies_per_minute,
