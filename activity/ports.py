@@ -16,6 +16,7 @@ from activity.types import (
     CallQuota,
     DrainStatus,
     DrainTicket,
+    DueChecks,
     ExtractRequest,
     ExtractResult,
     FetchedBatch,
@@ -23,6 +24,7 @@ from activity.types import (
     HealthUpdate,
     OutcomeReport,
     OutcomeResult,
+    RecheckPolicy,
     ReportResult,
     RuntimeReport,
     RuntimeView,
@@ -46,6 +48,16 @@ class HealthStore(Protocol):
 class InventoryReader(Protocol):
     def inventory(self, upstream_id: str) -> int:
         """Current unextracted, unexpired proxies of the upstream (exact, or an error)."""
+        ...
+
+
+class RecheckReader(Protocol):
+    def due_checks(
+        self, upstream_id: str, now: datetime, policy: RecheckPolicy, limit: int
+    ) -> DueChecks:
+        """The upstream's idle proxies (unassigned AVAILABLE and SUSPECT) due for a recheck at
+        ``now`` under ``policy``, oldest check first, at most ``limit``; one bounded scan
+        (``scan_budget`` index members), so ``complete`` says whether it saw them all."""
         ...
 
 
@@ -140,6 +152,7 @@ class ActivityPool(
     Upserter,
     HealthStore,
     InventoryReader,
+    RecheckReader,
     ExtractionStore,
     CallCounter,
     OwnershipRepository,

@@ -217,6 +217,48 @@ class HealthResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RecheckPolicy:
+    """When an idle proxy is checked again (``RecheckReader.due_checks``; the cadence of
+    ``../research/providers.md`` 5.2: check effort follows remaining lifetime).
+
+    A proxy with less than ``min_remaining`` of usable life left is never rechecked (a check
+    would cost a good part of what is left; outcome reports tell instead). Otherwise an
+    AVAILABLE one is due ``max(min_interval, remaining / lifetime_fraction)`` after its last
+    check, a SUSPECT one ``min_interval`` after it (its second check decides: AVAILABLE or
+    UNHEALTHY).
+    """
+
+    min_interval: timedelta = timedelta(seconds=30)
+    lifetime_fraction: int = 10
+    min_remaining: timedelta = timedelta(minutes=2)
+
+
+@dataclass(frozen=True, slots=True)
+class DueCheck:
+    """An idle proxy due for a recheck: where to reach it and what it was when listed."""
+
+    proxy_id: str
+    upstream_id: str
+    state: ProxyState
+    host: str
+    port: int
+    protocol: str
+    checked_at: datetime
+    usable_until: datetime
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class DueChecks:
+    #: Oldest check first.
+    checks: tuple[DueCheck, ...]
+    #: False when the bounded scan stopped (``limit`` or ``scan_budget``) before it had seen
+    #: every candidate: more may be due; ask again after checking these.
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ExtractFilters:
     protocol: str | None = None
     region: str | None = None

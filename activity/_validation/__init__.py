@@ -24,8 +24,10 @@ from activity._validation.upsert import (
     PreparedBatch,
     PreparedHealth,
     PreparedProxy,
+    PreparedRecheck,
     prepare_batch,
     prepare_health,
+    prepare_recheck,
     unique_key_digest,
 )
 from activity.types import QUOTA_MAX_UNITS
@@ -42,6 +44,7 @@ __all__ = [
     "PreparedOutcome",
     "PreparedProxy",
     "PreparedQuota",
+    "PreparedRecheck",
     "PreparedReport",
     "aware_ms",
     "count",
@@ -55,6 +58,7 @@ __all__ = [
     "prepare_health",
     "prepare_outcome",
     "prepare_quota",
+    "prepare_recheck",
     "prepare_report",
     "proxy_ids",
     "quarantine_query",

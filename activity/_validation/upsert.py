@@ -13,7 +13,7 @@ from activity._checks import MAX_MS, aware_ms, count, digest, duration_ms, is_to
 from activity._time import span_ms, to_ms
 from activity._validation.common import MAX_CONCURRENCY, is_text, once, text
 from activity.credentials import Credential, CredentialResolver, CredentialUnavailable, SecretRef
-from activity.errors import InvalidBatch, StoreUnavailable
+from activity.errors import InvalidBatch, InvalidRequest, StoreUnavailable
 from activity.types import (
     HEALTH_STATES,
     PROTOCOLS,
@@ -22,6 +22,7 @@ from activity.types import (
     HealthUpdate,
     PoolOptions,
     ProxyState,
+    RecheckPolicy,
 )
 
 _MAX_LABELS = 32
@@ -260,3 +261,36 @@ def prepare_health(
             raise InvalidBatch(f"{where}.failure_reason must be printable, at most 200 characters")
         out.append(PreparedHealth(pid, update.state, checked_ms, latency, reason))
     return tuple(out)
+
+
+#: Largest ``RecheckPolicy.lifetime_fraction``: keeps ``elapsed * fraction`` exact in Lua's
+#: doubles for any elapsed time shorter than a year (lua/due_checks.lua).
+MAX_LIFETIME_FRACTION = 1_000
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedRecheck:
+    upstream_id: str
+    now_ms: int
+    min_interval_ms: int
+    lifetime_fraction: int
+    min_remaining_ms: int
+    limit: int
+
+
+def prepare_recheck(
+    upstream_id: object, now: object, policy: object, limit: object, options: PoolOptions
+) -> PreparedRecheck:
+    """A ``due_checks`` call: at most ``max_health_batch`` proxies (what one ``apply_health``
+    takes), intervals of 1 ms to a year."""
+    token(upstream_id, "upstream_id")
+    now_ms = aware_ms(now, "now")
+    if not isinstance(policy, RecheckPolicy):
+        raise InvalidRequest("policy must be a RecheckPolicy")
+    interval = duration_ms(policy.min_interval, "policy.min_interval", minimum=1)
+    fraction = count(policy.lifetime_fraction, "policy.lifetime_fraction", low=1,
+                     high=MAX_LIFETIME_FRACTION)  # fmt: skip
+    remaining = duration_ms(policy.min_remaining, "policy.min_remaining")
+    n = count(limit, "limit", low=1, high=options.max_health_batch)
+    assert isinstance(upstream_id, str)
+    return PreparedRecheck(upstream_id, now_ms, interval, fraction, remaining, n)

@@ -32,6 +32,7 @@ from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
 from activity.contract.quota import TestQuota, TestQuotaInput
 from activity.contract.quota_bound import TestQuotaBound
+from activity.contract.rechecks import TestRecheckInput, TestRechecks
 from activity.contract.runtime import TestRuntimeInput, TestWorkerRuntime
 from activity.contract.slots import TestSlots
 from activity.contract.sweep import TestSweep
@@ -58,6 +59,8 @@ __all__ = [
     "TestQuota",
     "TestQuotaBound",
     "TestQuotaInput",
+    "TestRecheckInput",
+    "TestRechecks",
     "TestRuntimeInput",
     "TestSlots",
     "TestSweep",

@@ -30,6 +30,7 @@ from activity.types import (
     CallQuota,
     DrainStatus,
     DrainTicket,
+    DueChecks,
     ExtractRequest,
     ExtractResult,
     FetchedBatch,
@@ -38,6 +39,7 @@ from activity.types import (
     OutcomeReport,
     OutcomeResult,
     PoolOptions,
+    RecheckPolicy,
     ReportResult,
     RuntimeReport,
     RuntimeView,
@@ -90,7 +92,7 @@ class MemoryPool:
         return self._state.sessions
 
     # ------------------------------------------------------------------ Upserter, HealthStore,
-    # InventoryReader
+    # InventoryReader, RecheckReader
     def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult:
         return self._upserts.upsert_fetched(batch)
 
@@ -99,6 +101,11 @@ class MemoryPool:
 
     def inventory(self, upstream_id: str) -> int:
         return self._upserts.inventory(upstream_id)
+
+    def due_checks(
+        self, upstream_id: str, now: datetime, policy: RecheckPolicy, limit: int
+    ) -> DueChecks:
+        return self._upserts.due_checks(upstream_id, now, policy, limit)
 
     # ------------------------------------------------------------------ ExtractionStore,
     # CallCounter

@@ -37,6 +37,9 @@ from activity.memory._records import (
 from activity.types import MANAGED_STATES, PoolOptions, ProxyState
 
 _K = TypeVar("_K", str, tuple[str, str])
+#: States an idle proxy is rechecked in (``due_checks``): the pair of lua/lib/records.lua's
+#: RECHECKED.
+RECHECKED = (ProxyState.AVAILABLE, ProxyState.SUSPECT)
 #: Quota counters kept before the ones two windows old are first dropped (Redis expires them).
 MAX_QUOTA_COUNTERS = 10_000
 
@@ -67,6 +70,8 @@ class PoolState:
     owners: dict[str, Owner] = field(default_factory=dict)
     owner_expiry: ZSet = field(default_factory=ZSet)  # proxy ID -> lease end ms
     owned: dict[str, ZSet] = field(default_factory=dict)  # upstream -> assigned AVAILABLE
+    #: upstream -> unassigned AVAILABLE and SUSPECT proxies by last check (rechecks)
+    checkable: dict[str, ZSet] = field(default_factory=dict)
     worker_owned: dict[str, ZSet] = field(default_factory=dict)  # worker -> leases not draining
     tickets: dict[str, Ticket] = field(default_factory=dict)  # proxy ID -> its drain ticket
     worker_draining: dict[str, ZSet] = field(default_factory=dict)  # worker -> ticket epochs
@@ -124,6 +129,7 @@ class PoolState:
         for name in _index_names(rec):
             zrem(self.indexes, name, rec.proxy_id)
         zrem(self.owned, upstream, rec.proxy_id)
+        zrem(self.checkable, upstream, rec.proxy_id)
         yield
         alive = self.records.get(rec.proxy_id) is rec
         inv_after, managed_after = self._flags(rec if alive else None)
@@ -140,6 +146,8 @@ class PoolState:
                 zadd(self.indexes, name, rec.proxy_id, rec.usable_ms)
         elif eligible and owner is not None and not owner.draining:
             zadd(self.owned, upstream, rec.proxy_id, rec.usable_ms)
+        if owner is None and rec.state in RECHECKED and rec.checked_ms is not None:
+            zadd(self.checkable, upstream, rec.proxy_id, rec.checked_ms)
 
     # ------------------------------------------------------------------ deletion and cleaning
     def delete(self, rec: Record) -> None:

@@ -1,16 +1,24 @@
 """Upsert and health: what providers fetched enters the pool, health checks move it between
 states, and the upstream's inventory is read back (ports Upserter, HealthStore,
-InventoryReader)."""
+InventoryReader, RecheckReader)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 
 from activity._checks import digest, token
-from activity._time import span_ms
-from activity._validation.upsert import PreparedBatch, PreparedProxy, prepare_batch, prepare_health
+from activity._time import from_ms, span_ms
+from activity._validation.upsert import (
+    PreparedBatch,
+    PreparedProxy,
+    PreparedRecheck,
+    prepare_batch,
+    prepare_health,
+    prepare_recheck,
+)
 from activity._zset import ZSet
 from activity.deadline import check_deadline
 from activity.memory._records import TERMINAL, Record
@@ -18,10 +26,13 @@ from activity.memory._state import PoolState, zadd
 from activity.memory.outcomes import quarantined
 from activity.types import (
     EVERY_HOST,
+    DueCheck,
+    DueChecks,
     FetchedBatch,
     HealthResult,
     HealthUpdate,
     ProxyState,
+    RecheckPolicy,
     UpsertResult,
 )
 
@@ -175,6 +186,29 @@ class Upserts:
                     applied += 1
             return HealthResult(applied=applied, missing=missing, ignored=ignored, stale=stale)
 
+    # ------------------------------------------------------------------ RecheckReader
+    def due_checks(
+        self, upstream_id: str, now: datetime, policy: RecheckPolicy, limit: int
+    ) -> DueChecks:
+        s = self._s
+        p = prepare_recheck(upstream_id, now, policy, limit, s.options)
+        with s.lock:
+            check_deadline()
+            index = s.checkable.get(p.upstream_id) or ZSet()
+            budget = s.options.scan_budget
+            members = index.at_most(p.now_ms - p.min_interval_ms, budget + 1)
+            found: list[DueCheck] = []
+            complete = len(members) <= budget
+            for position, pid in enumerate(members[:budget]):
+                rec = s.records[pid]
+                if not _due(rec, p):
+                    continue
+                found.append(_due_check(rec))
+                if len(found) == p.limit:
+                    complete = complete and position == len(members) - 1
+                    break
+            return DueChecks(tuple(found), complete)
+
     # ------------------------------------------------------------------ InventoryReader
     def inventory(self, upstream_id: str) -> int:
         token(upstream_id, "upstream_id")
@@ -183,6 +217,28 @@ class Upserts:
             check_deadline()
             s.clean_for_read(upstream_id, s.now())
             return s.inventory.get(upstream_id, 0)
+
+
+def _due(rec: Record, p: PreparedRecheck) -> bool:
+    """RecheckPolicy's rule (its pair: lua/due_checks.lua). Products, not a division: Lua
+    divides in doubles, and an exact comparison is the same answer in both."""
+    assert rec.checked_ms is not None  # the index holds checked records only
+    remaining = rec.usable_ms - p.now_ms
+    if remaining <= 0 or remaining < p.min_remaining_ms:
+        return False
+    elapsed = p.now_ms - rec.checked_ms
+    if elapsed < p.min_interval_ms:
+        return False
+    if rec.state is ProxyState.SUSPECT or elapsed >= remaining:
+        return True
+    return elapsed * p.lifetime_fraction >= remaining
+
+
+def _due_check(rec: Record) -> DueCheck:
+    assert rec.checked_ms is not None
+    return DueCheck(rec.proxy_id, rec.upstream_id, rec.state, rec.host, rec.port, rec.protocol,
+                    from_ms(rec.checked_ms), from_ms(rec.usable_ms), rec.username,
+                    rec.password)  # fmt: skip
 
 
 def _apply_candidate(rec: Record, cand: PreparedProxy) -> None:

@@ -23,6 +23,7 @@ from activity.redis._codec import (
     as_list,
     assignment,
     candidate,
+    due_check,
     extracted,
     quota_arg,
     static_record,
@@ -35,6 +36,7 @@ from activity.types import (
     CallQuota,
     DrainStatus,
     DrainTicket,
+    DueChecks,
     ExtractRequest,
     ExtractResult,
     FetchedBatch,
@@ -44,6 +46,7 @@ from activity.types import (
     OutcomeReport,
     OutcomeResult,
     PoolOptions,
+    RecheckPolicy,
     ReportResult,
     RuntimeReport,
     RuntimeView,
@@ -280,6 +283,25 @@ class RedisPool:
 
     def read_runtime(self, worker_id: str) -> RuntimeView | None:
         return self._workers.read_runtime(worker_id)
+
+    # ------------------------------------------------------------------ RecheckReader
+    def due_checks(
+        self, upstream_id: str, now: datetime, policy: RecheckPolicy, limit: int
+    ) -> DueChecks:
+        p = v.prepare_recheck(upstream_id, now, policy, limit, self.options)
+        reply = self._scripts.call(
+            "due_checks",
+            p.now_ms,
+            p.upstream_id,
+            p.min_interval_ms,
+            p.lifetime_fraction,
+            p.min_remaining_ms,
+            p.limit,
+            self.options.scan_budget,
+        )
+        checks = tuple(due_check(state, checked, static) for state, checked, static in
+                       as_list(reply["checks"]))  # fmt: skip
+        return DueChecks(checks, bool(reply["complete"]))
 
     # ------------------------------------------------------------------ SlotsReader
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:

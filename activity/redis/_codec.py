@@ -13,7 +13,9 @@ from activity._time import from_ms
 from activity.types import (
     Assignment,
     DrainTicket,
+    DueCheck,
     ExtractedProxy,
+    ProxyState,
     RuntimeEntry,
     RuntimeView,
     SnapshotRef,
@@ -97,6 +99,21 @@ def extracted(p: list[Any]) -> ExtractedProxy:
         username=p[_AT["un"]],
         password=p[_AT["pw"]],
         labels={str(k): str(val) for k, val in p[_AT["lb"]]},
+    )
+
+
+def due_check(state: str, checked_ms: int, p: list[Any]) -> DueCheck:
+    return DueCheck(
+        proxy_id=p[_AT["id"]],
+        upstream_id=p[_AT["u"]],
+        state=ProxyState(state),
+        host=p[_AT["h"]],
+        port=int(p[_AT["p"]]),
+        protocol=p[_AT["pr"]],
+        checked_at=from_ms(int(checked_ms)),
+        usable_until=from_ms(int(p[_AT["uu"]])),
+        username=p[_AT["un"]],
+        password=p[_AT["pw"]],
     )
 
 

@@ -5,6 +5,9 @@
 
 local TERMINAL = {extracted = true, removed = true}
 local MANAGED = {fetched = true, checking = true, available = true, suspect = true, draining = true}
+-- States an idle proxy is rechecked in (due_checks.lua); the pair of RECHECKED in
+-- activity/memory/_state.py.
+local RECHECKED = {available = true, suspect = true}
 
 -- A proxy is stored in two parts. `records` holds its static JSON, built by Python at upsert
 -- (address, labels, lifetimes, credentials) and only ever handed back verbatim; `hot` holds
@@ -27,6 +30,8 @@ local function put_rec(pid, rec)
     rec.pr, rec.r or '', rec.c or '', rec.k, rec.x or ''}, '|'))
 end
 local function get_owner(pid) return get_json(OWN, pid) end
+-- An upstream's unassigned AVAILABLE and SUSPECT proxies by last check ms (due_checks.lua).
+local function checks_key(u) return named_key('checks', u) end
 
 local function index_keys(rec)
   local keys = {AVAIL, named_key('upstream', rec.u), named_key('protocol', rec.pr)}
@@ -56,6 +61,7 @@ local function track_begin(pid, rec, owner)
       zrem(owned_key(rec.u), pid)
     end
   end
+  if rec and not owner and RECHECKED[rec.s] and rec.ck then zrem(checks_key(rec.u), pid) end
   return {inv = inv, man = man}
 end
 
@@ -74,5 +80,10 @@ local function track_end(pid, t, upstream, rec, owner)
       zadd(key, rec.uu, pid)
       touch(key)
     end
+  end
+  if rec and not owner and RECHECKED[rec.s] and rec.ck then
+    local key = checks_key(rec.u)
+    zadd(key, rec.ck, pid)
+    touch(key)
   end
 end

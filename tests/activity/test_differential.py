@@ -30,6 +30,7 @@ from activity import (
     OutcomeReport,
     PoolOptions,
     ProxyState,
+    RecheckPolicy,
     RedisPool,
     RuntimeEntry,
     RuntimeReport,
@@ -69,6 +70,7 @@ class Differential(RuleBasedStateMachine):
         self.redis = RedisPool(client, options, clock=self.clock)
         self.sessions: dict[str, str] = {}
         self.extracted = 0  # proxies handed out so far: steers the search (teardown)
+        self.due = 0  # proxies listed as due for a recheck: steers it too
         self.version = 0
         self.sequences: dict[str, int] = {}
 
@@ -277,6 +279,23 @@ class Differential(RuleBasedStateMachine):
     def quarantine_of(self, ids) -> None:
         self.both(lambda p: p.quarantine_of(ids, self.clock.now()))
 
+    @rule(
+        upstream=st.sampled_from(UPSTREAMS),
+        interval=st.sampled_from([1, 5, 20]),
+        fraction=st.sampled_from([1, 3, 10]),
+        min_remaining=st.sampled_from([0, 20]),
+        limit=st.integers(1, 4),
+        later=st.sampled_from([0, 5, 30, 60]),
+    )
+    def due_checks(self, upstream, interval, fraction, min_remaining, limit, later) -> None:
+        # Proxies here live 10-90 s: seconds, not the defaults' minutes. The caller's "now"
+        # may lie ahead of the clock (a listing names its own instant), so checks have aged.
+        policy = RecheckPolicy(interval * SEC, fraction, min_remaining * SEC)
+        now = self.clock.now() + later * SEC
+        status, result = self.both(lambda p: p.due_checks(upstream, now, policy, limit))
+        if status == "ok":
+            self.due += len(result.checks)
+
     @rule(pid=st.sampled_from(PROXIES))
     def get(self, pid) -> None:
         self.both(lambda p: p.get(pid))
@@ -286,6 +305,7 @@ class Differential(RuleBasedStateMachine):
         # paths; without a target most random sequences extract nothing.
         if hasattr(self, "memory"):
             target(float(self.extracted), label="proxies extracted")
+            target(float(self.due), label="proxies due for a recheck")
 
     @invariant()
     def counts_agree(self) -> None:
