@@ -51,8 +51,8 @@ class InventoryReader(Protocol):
         ...
 
 
-class RecheckReader(Protocol):
-    def due_checks(
+class RecheckQueue(Protocol):
+    def take_due_checks(
         self, upstream_id: str, now: datetime, policy: RecheckPolicy, limit: int
     ) -> DueChecks:
         """The upstream's idle proxies (unassigned AVAILABLE and SUSPECT) due for a recheck at
@@ -152,7 +152,7 @@ class ActivityPool(
     Upserter,
     HealthStore,
     InventoryReader,
-    RecheckReader,
+    RecheckQueue,
     ExtractionStore,
     CallCounter,
     OwnershipRepository,

@@ -218,7 +218,7 @@ class HealthResult:
 
 @dataclass(frozen=True, slots=True)
 class RecheckPolicy:
-    """When an idle proxy is checked again (``RecheckReader.due_checks``; the cadence of
+    """When an idle proxy is checked again (``RecheckQueue.take_due_checks``; the cadence of
     ``../research/providers.md`` 5.2: check effort follows remaining lifetime).
 
     A proxy with less than ``min_remaining`` of usable life left is never rechecked (a check

@@ -134,7 +134,7 @@ local proxies = {}
 local earliest = nil
 for i = 1, take do
   local pid, rec = matches[i][1], matches[i][2]
-  local t = track_begin(pid, rec, nil)
+  local t = track_begin(pid, rec, nil, true)  -- its checks entry goes later (records.lua)
   rec.s, rec.x = 'extracted', client
   put_rec(pid, rec)
   track_end(pid, t, rec.u, rec, nil)

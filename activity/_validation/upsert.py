@@ -264,7 +264,7 @@ def prepare_health(
 
 
 #: Largest ``RecheckPolicy.lifetime_fraction``: keeps ``elapsed * fraction`` exact in Lua's
-#: doubles for any elapsed time shorter than a year (lua/due_checks.lua).
+#: doubles for any elapsed time shorter than a year (lua/take_due_checks.lua).
 MAX_LIFETIME_FRACTION = 1_000
 
 
@@ -281,7 +281,7 @@ class PreparedRecheck:
 def prepare_recheck(
     upstream_id: object, now: object, policy: object, limit: object, options: PoolOptions
 ) -> PreparedRecheck:
-    """A ``due_checks`` call: at most ``max_health_batch`` proxies (what one ``apply_health``
+    """A ``take_due_checks`` call: at most ``max_health_batch`` proxies (what one ``apply_health``
     takes), intervals of 1 ms to a year."""
     token(upstream_id, "upstream_id")
     now_ms = aware_ms(now, "now")

@@ -35,7 +35,8 @@ class PoolHarness:
     advance_server: Callable[[timedelta], None]
     #: Members of one AVAILABLE index, read from the store itself (for the vectors that check
     #: what the ADR says an index holds): ``index_size("region", "us")``,
-    #: ``index_size("available", "")``. Test-facing only; no port exposes it.
+    #: ``index_size("available", "")``; ``index_size("checks", upstream)``: the upstream's
+    #: recheck index. Test-facing only; no port exposes it.
     index_size: Callable[[str, str], int]
     _serial: list[int] = field(default_factory=lambda: [0])
 

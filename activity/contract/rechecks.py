@@ -1,4 +1,4 @@
-"""Contract: which idle proxies are due for a recheck (port RecheckReader, ``due_checks``).
+"""Contract: which idle proxies are due for a recheck (port RecheckQueue, ``take_due_checks``).
 
 The cadence of ``../research/providers.md`` 5.2: check effort follows remaining lifetime; a
 proxy with little life left, or one a client or a gateway worker holds, is never probed.
@@ -21,7 +21,7 @@ POLICY = RecheckPolicy()  # 30 s floor, a tenth of what is left, nothing under 2
 
 def due(h: PoolHarness, *, upstream: str = "u1", policy: RecheckPolicy = POLICY,
         limit: int = 100) -> DueChecks:  # fmt: skip
-    return h.pool.due_checks(upstream, h.now, policy, limit)
+    return h.pool.take_due_checks(upstream, h.now, policy, limit)
 
 
 def due_ids(h: PoolHarness, **kwargs: object) -> list[str]:
@@ -136,8 +136,8 @@ class TestRechecks:
         first = due(h, limit=2)
         assert [c.proxy_id for c in first.checks] == ["a", "b"]
         assert first.complete is False
-        last = due(h, limit=3)
-        assert [c.proxy_id for c in last.checks] == ["a", "b", "c"]
+        last = due(h, limit=1)  # a and b were taken: c is the last candidate
+        assert [c.proxy_id for c in last.checks] == ["c"]
         assert last.complete is True
 
     def test_a_scan_over_the_budget_is_incomplete_not_empty_handed(self, make_pool: PoolFactory):
@@ -183,14 +183,41 @@ class TestRechecks:
         h.advance(3 * MIN)
         assert due_ids(h, policy=RecheckPolicy(min_remaining=timedelta(0))) == []
 
-    def test_reading_changes_nothing(self, make_pool: PoolFactory):
-        """Rechecks: listing is a read; the proxies stay extractable."""
+    def test_a_taken_proxy_is_not_handed_out_again_for_min_interval(self, make_pool: PoolFactory):
+        """Rechecks: taking holds a proxy like a lease: a second checker is not handed it; when
+        no check came back within min_interval (its checker died), it is due again."""
         h = make_pool()
         h.stock("p1", ttl=10 * MIN)
         h.advance(2 * MIN)
         assert due_ids(h) == ["p1"]
+        assert due_ids(h) == []
+        h.advance(29 * SEC)
+        assert due_ids(h) == []
+        h.advance(SEC)
         assert due_ids(h) == ["p1"]
-        assert [p.proxy_id for p in h.take(1).proxies] == ["p1"]
+        assert [p.proxy_id for p in h.take(1).proxies] == ["p1"]  # still extractable
+
+    def test_extracted_entries_cost_the_budget_once(self, make_pool: PoolFactory):
+        """Rechecks: what extract leaves in the index (it does not pay to remove it) is
+        removed by the first listing that examines it, within that listing's budget."""
+        h = make_pool(options=PoolOptions(scan_budget=3))
+        h.stock("p1", "p2", "p3", "p4", ttl=10 * MIN)
+        assert len(h.take(3).proxies) == 3
+        h.advance(2 * MIN)
+        assert due(h) == DueChecks((), complete=False)
+        assert due_ids(h) == ["p4"]
+        assert h.index_size("checks", "u1") == 1
+
+    def test_an_extracted_proxy_leaves_the_index_with_its_record(self, make_pool: PoolFactory):
+        """Rechecks: what extract leaves goes with the record, also in an upstream nobody
+        rechecks (a trusted provider's): the index stays bounded by the live records."""
+        h = make_pool()
+        h.stock("p1", "p2", ttl=10 * SEC)
+        h.take(1)
+        assert h.index_size("checks", "u1") == 2  # p2, and what extract left of p1
+        h.advance(11 * SEC)
+        assert h.pool.sweep(10).expired == 2
+        assert h.index_size("checks", "u1") == 0
 
 
 def time_for_long_interval() -> timedelta:
@@ -218,4 +245,4 @@ class TestRecheckInput:
         """Rechecks: bad input gets InvalidRequest (limit: 1 to max_health_batch)."""
         h = make_pool()
         with pytest.raises(InvalidRequest):
-            h.pool.due_checks(upstream, now or h.now, policy, limit)
+            h.pool.take_due_checks(upstream, now or h.now, policy, limit)

@@ -92,7 +92,7 @@ class MemoryPool:
         return self._state.sessions
 
     # ------------------------------------------------------------------ Upserter, HealthStore,
-    # InventoryReader, RecheckReader
+    # InventoryReader, RecheckQueue
     def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult:
         return self._upserts.upsert_fetched(batch)
 
@@ -102,10 +102,10 @@ class MemoryPool:
     def inventory(self, upstream_id: str) -> int:
         return self._upserts.inventory(upstream_id)
 
-    def due_checks(
+    def take_due_checks(
         self, upstream_id: str, now: datetime, policy: RecheckPolicy, limit: int
     ) -> DueChecks:
-        return self._upserts.due_checks(upstream_id, now, policy, limit)
+        return self._upserts.take_due_checks(upstream_id, now, policy, limit)
 
     # ------------------------------------------------------------------ ExtractionStore,
     # CallCounter

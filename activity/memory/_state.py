@@ -37,7 +37,7 @@ from activity.memory._records import (
 from activity.types import MANAGED_STATES, PoolOptions, ProxyState
 
 _K = TypeVar("_K", str, tuple[str, str])
-#: States an idle proxy is rechecked in (``due_checks``): the pair of lua/lib/records.lua's
+#: States an idle proxy is rechecked in (``take_due_checks``): the pair of lua/lib/records.lua's
 #: RECHECKED.
 RECHECKED = (ProxyState.AVAILABLE, ProxyState.SUSPECT)
 #: Quota counters kept before the ones two windows old are first dropped (Redis expires them).
@@ -70,7 +70,8 @@ class PoolState:
     owners: dict[str, Owner] = field(default_factory=dict)
     owner_expiry: ZSet = field(default_factory=ZSet)  # proxy ID -> lease end ms
     owned: dict[str, ZSet] = field(default_factory=dict)  # upstream -> assigned AVAILABLE
-    #: upstream -> unassigned AVAILABLE and SUSPECT proxies by last check (rechecks)
+    #: upstream -> unassigned AVAILABLE and SUSPECT proxies by last check or take (rechecks),
+    #: and EXTRACTED ones extract left (``tracking``)
     checkable: dict[str, ZSet] = field(default_factory=dict)
     worker_owned: dict[str, ZSet] = field(default_factory=dict)  # worker -> leases not draining
     tickets: dict[str, Ticket] = field(default_factory=dict)  # proxy ID -> its drain ticket
@@ -117,11 +118,13 @@ class PoolState:
         return rec.state not in TERMINAL, self._effective_state(rec) in MANAGED_STATES
 
     @contextmanager
-    def tracking(self, rec: Record) -> Iterator[None]:
+    def tracking(self, rec: Record, *, keep_checks: bool = False) -> Iterator[None]:
         """Keep counters and indexes derived from the record, whatever the block changes.
 
         Every state, ownership or expiry change of a proxy goes through here, so inventory,
-        managed and index membership cannot disagree with the records.
+        managed and index membership cannot disagree with the records. ``keep_checks``
+        (extract only) leaves the record's ``checkable`` entry, as lua/lib/records.lua's
+        ``track_begin`` does on the hot path: ``take_due_checks`` or ``delete`` removes it.
         """
         stored = self.records.get(rec.proxy_id) is rec
         inv_before, managed_before = self._flags(rec if stored else None)
@@ -129,7 +132,8 @@ class PoolState:
         for name in _index_names(rec):
             zrem(self.indexes, name, rec.proxy_id)
         zrem(self.owned, upstream, rec.proxy_id)
-        zrem(self.checkable, upstream, rec.proxy_id)
+        if not keep_checks:
+            zrem(self.checkable, upstream, rec.proxy_id)
         yield
         alive = self.records.get(rec.proxy_id) is rec
         inv_after, managed_after = self._flags(rec if alive else None)

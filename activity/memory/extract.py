@@ -64,7 +64,7 @@ class Extracts:
             selected = self._select(prepared, now)
             proxies = []
             for rec in selected:
-                with s.tracking(rec):
+                with s.tracking(rec, keep_checks=True):  # its checks entry goes later
                     rec.state = ProxyState.EXTRACTED
                     rec.extracted_by = prepared.client_id
                 proxies.append(_extracted(rec))

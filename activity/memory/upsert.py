@@ -1,6 +1,6 @@
 """Upsert and health: what providers fetched enters the pool, health checks move it between
 states, and the upstream's inventory is read back (ports Upserter, HealthStore,
-InventoryReader, RecheckReader)."""
+InventoryReader, RecheckQueue)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from activity._validation.upsert import (
 from activity._zset import ZSet
 from activity.deadline import check_deadline
 from activity.memory._records import TERMINAL, Record
-from activity.memory._state import PoolState, zadd
+from activity.memory._state import RECHECKED, PoolState, zadd
 from activity.memory.outcomes import quarantined
 from activity.types import (
     EVERY_HOST,
@@ -186,8 +186,8 @@ class Upserts:
                     applied += 1
             return HealthResult(applied=applied, missing=missing, ignored=ignored, stale=stale)
 
-    # ------------------------------------------------------------------ RecheckReader
-    def due_checks(
+    # ------------------------------------------------------------------ RecheckQueue
+    def take_due_checks(
         self, upstream_id: str, now: datetime, policy: RecheckPolicy, limit: int
     ) -> DueChecks:
         s = self._s
@@ -200,13 +200,19 @@ class Upserts:
             found: list[DueCheck] = []
             complete = len(members) <= budget
             for position, pid in enumerate(members[:budget]):
-                rec = s.records[pid]
+                rec = s.records.get(pid)
+                if rec is None or rec.state not in RECHECKED:
+                    index.remove(pid)  # extract left it (PoolState.tracking)
+                    continue
                 if not _due(rec, p):
                     continue
                 found.append(_due_check(rec))
+                index.add(pid, p.now_ms)  # taken: not handed out again for min_interval
                 if len(found) == p.limit:
                     complete = complete and position == len(members) - 1
                     break
+            if p.upstream_id in s.checkable and not index:
+                del s.checkable[p.upstream_id]  # empty sets vanish, as in Redis
             return DueChecks(tuple(found), complete)
 
     # ------------------------------------------------------------------ InventoryReader
@@ -220,7 +226,7 @@ class Upserts:
 
 
 def _due(rec: Record, p: PreparedRecheck) -> bool:
-    """RecheckPolicy's rule (its pair: lua/due_checks.lua). Products, not a division: Lua
+    """RecheckPolicy's rule (its pair: lua/take_due_checks.lua). Products, not a division: Lua
     divides in doubles, and an exact comparison is the same answer in both."""
     assert rec.checked_ms is not None  # the index holds checked records only
     remaining = rec.usable_ms - p.now_ms

@@ -284,13 +284,13 @@ class RedisPool:
     def read_runtime(self, worker_id: str) -> RuntimeView | None:
         return self._workers.read_runtime(worker_id)
 
-    # ------------------------------------------------------------------ RecheckReader
-    def due_checks(
+    # ------------------------------------------------------------------ RecheckQueue
+    def take_due_checks(
         self, upstream_id: str, now: datetime, policy: RecheckPolicy, limit: int
     ) -> DueChecks:
         p = v.prepare_recheck(upstream_id, now, policy, limit, self.options)
         reply = self._scripts.call(
-            "due_checks",
+            "take_due_checks",
             p.now_ms,
             p.upstream_id,
             p.min_interval_ms,

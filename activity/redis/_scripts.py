@@ -74,7 +74,7 @@ SCRIPT_NAMES = (
     "report_outcome",
     "quarantine_of",
     "charge_call",
-    "due_checks",
+    "take_due_checks",
 )
 
 _TRANSIENT = (redis.ConnectionError, redis.TimeoutError)

@@ -5,7 +5,7 @@
 
 local TERMINAL = {extracted = true, removed = true}
 local MANAGED = {fetched = true, checking = true, available = true, suspect = true, draining = true}
--- States an idle proxy is rechecked in (due_checks.lua); the pair of RECHECKED in
+-- States an idle proxy is rechecked in (take_due_checks.lua); the pair of RECHECKED in
 -- activity/memory/_state.py.
 local RECHECKED = {available = true, suspect = true}
 
@@ -30,7 +30,8 @@ local function put_rec(pid, rec)
     rec.pr, rec.r or '', rec.c or '', rec.k, rec.x or ''}, '|'))
 end
 local function get_owner(pid) return get_json(OWN, pid) end
--- An upstream's unassigned AVAILABLE and SUSPECT proxies by last check ms (due_checks.lua).
+-- An upstream's unassigned AVAILABLE and SUSPECT proxies, scored by last check (or by when
+-- take_due_checks.lua took them), and the EXTRACTED entries extract leaves (track_begin).
 local function checks_key(u) return named_key('checks', u) end
 
 local function index_keys(rec)
@@ -50,7 +51,11 @@ end
 -- Every state, ownership or expiry change of a proxy is bracketed by track_begin/track_end,
 -- so counters and index membership stay derived from the record (`PoolState.tracking` in
 -- activity/memory/_state.py).
-local function track_begin(pid, rec, owner)
+-- keep_checks (extract only): leave the record in its upstream's checks index. Extract is the
+-- hot path, and one ZREM more per call cost it 5-15% (docs/PERFORMANCE.md); the EXTRACTED
+-- entry left behind is removed by the next take_due_checks that examines it, or with the
+-- record (delete_rec).
+local function track_begin(pid, rec, owner, keep_checks)
   local inv, man = flags(rec, owner)
   -- Remove it from exactly where track_end put it: the AVAILABLE indexes when it is AVAILABLE
   -- and unowned, the upstream's owned index when AVAILABLE and held without draining.
@@ -61,7 +66,9 @@ local function track_begin(pid, rec, owner)
       zrem(owned_key(rec.u), pid)
     end
   end
-  if rec and not owner and RECHECKED[rec.s] and rec.ck then zrem(checks_key(rec.u), pid) end
+  if rec and not owner and RECHECKED[rec.s] and rec.ck and not keep_checks then
+    zrem(checks_key(rec.u), pid)
+  end
   return {inv = inv, man = man}
 end
 

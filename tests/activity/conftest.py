@@ -51,8 +51,11 @@ def _redis_factory(request: pytest.FixtureRequest) -> Callable[..., PoolHarness]
 
 
 def _memory_index_size(pool: MemoryPool) -> Callable[[str, str], int]:
-    # MemoryPool keeps its AVAILABLE indexes as (dimension, value) -> ZSet, "" for `available`.
+    # MemoryPool keeps its AVAILABLE indexes as (dimension, value) -> ZSet, "" for `available`,
+    # and an upstream's recheck index (Redis: checks:<upstream>) as checkable[upstream].
     def size(dimension: str, value: str) -> int:
+        if dimension == "checks":
+            return len(pool._state.checkable.get(value) or ())
         return len(pool._state.indexes.get((dimension, value)) or ())
 
     return size

@@ -287,12 +287,12 @@ class Differential(RuleBasedStateMachine):
         limit=st.integers(1, 4),
         later=st.sampled_from([0, 5, 30, 60]),
     )
-    def due_checks(self, upstream, interval, fraction, min_remaining, limit, later) -> None:
+    def take_due_checks(self, upstream, interval, fraction, min_remaining, limit, later) -> None:
         # Proxies here live 10-90 s: seconds, not the defaults' minutes. The caller's "now"
         # may lie ahead of the clock (a listing names its own instant), so checks have aged.
         policy = RecheckPolicy(interval * SEC, fraction, min_remaining * SEC)
         now = self.clock.now() + later * SEC
-        status, result = self.both(lambda p: p.due_checks(upstream, now, policy, limit))
+        status, result = self.both(lambda p: p.take_due_checks(upstream, now, policy, limit))
         if status == "ok":
             self.due += len(result.checks)
 
