@@ -164,13 +164,7 @@ def fill(
 
 def _apply(pool: FillingPool, updates: list[HealthUpdate], total: HealthResult) -> HealthResult:
     for start in range(0, len(updates), HEALTH_BATCH):
-        part = pool.apply_health(updates[start : start + HEALTH_BATCH])
-        total = HealthResult(
-            total.applied + part.applied,
-            total.missing + part.missing,
-            total.ignored + part.ignored,
-            total.stale + part.stale,
-        )
+        total += pool.apply_health(updates[start : start + HEALTH_BATCH])
     return total
 
 

@@ -108,9 +108,6 @@ def _endpoint(item: DueCheck) -> ProxyEndpoint | None:
 def _apply(pool: RecheckingPool, updates: list[HealthUpdate], report: RecheckReport) -> None:
     if not updates:
         return
-    part = pool.apply_health(updates)  # at most limit <= max_health_batch updates
-    h = report.health
-    report.health = HealthResult(h.applied + part.applied, h.missing + part.missing,
-                                 h.ignored + part.ignored, h.stale + part.stale)  # fmt: skip
+    report.health += pool.apply_health(updates)  # at most limit <= max_health_batch updates
     for update in updates:
         report.states[update.state.value] = report.states.get(update.state.value, 0) + 1

@@ -215,6 +215,11 @@ class HealthResult:
     #: Older than the check already recorded (out-of-order checker results).
     stale: int = 0
 
+    def __add__(self, other: HealthResult) -> HealthResult:
+        """The counts of two calls together (a checker applies its results in rounds)."""
+        return HealthResult(self.applied + other.applied, self.missing + other.missing,
+                            self.ignored + other.ignored, self.stale + other.stale)  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class RecheckPolicy:

@@ -44,8 +44,8 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise EnvError(f"{name} must be one of 1/0/true/false/yes/no/on/off, got {value!r}")
 
 
-def env_int(name: str, default: int, minimum: int | None = None) -> int:
-    """An integer (optionally at least ``minimum``)."""
+def env_int(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (optionally at least ``minimum``, at most ``maximum``)."""
     value = os.environ.get(name)
     if value is None or value.strip() == "":
         return default
@@ -55,6 +55,8 @@ def env_int(name: str, default: int, minimum: int | None = None) -> int:
         raise EnvError(f"{name} must be an integer, got {value!r}") from None
     if minimum is not None and number < minimum:
         raise EnvError(f"{name} must be >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise EnvError(f"{name} must be <= {maximum}, got {number}")
     return number
 
 

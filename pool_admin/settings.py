@@ -288,6 +288,12 @@ QUALITY_PRUNE_PERIOD = timedelta(minutes=5)
 # Beat's periods for filling and cleaning the pool (each run bounded; a run not started within
 # its period is dropped).
 FETCH_DISPATCH_PERIOD = timedelta(seconds=2)
+# Rechecks of idle proxies (pool_admin/rechecks.py): each upstream's check_interval_s is the
+# floor; an AVAILABLE proxy is due a RECHECK_LIFETIME_FRACTION of its remaining life after its
+# last check, and none with under RECHECK_MIN_REMAINING left is probed again.
+CHECK_DISPATCH_PERIOD = timedelta(seconds=10)
+RECHECK_LIFETIME_FRACTION = env_int("RECHECK_LIFETIME_FRACTION", 10, minimum=1, maximum=1_000)
+RECHECK_MIN_REMAINING = timedelta(seconds=env_int("RECHECK_MIN_REMAINING_S", 120, minimum=0))
 SWEEP_PERIOD = timedelta(seconds=30)
 EXPIRE_PERIOD = timedelta(seconds=10)
 CELERY_BEAT_SCHEDULE = {
@@ -307,6 +313,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pool_admin.dispatch_fetches",
         "schedule": FETCH_DISPATCH_PERIOD,
         "options": {"expires": FETCH_DISPATCH_PERIOD.total_seconds()},
+    },
+    "dispatch-checks": {
+        "task": "pool_admin.dispatch_checks",
+        "schedule": CHECK_DISPATCH_PERIOD,
+        "options": {"expires": CHECK_DISPATCH_PERIOD.total_seconds()},
     },
     "sweep-pool": {
         "task": "pool_admin.sweep_pool",

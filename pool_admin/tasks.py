@@ -61,6 +61,27 @@ def fetch_upstream_task(claim: dict[str, Any]) -> int:
     return report.reconcile.inserted if report else 0
 
 
+@shared_task(name="pool_admin.dispatch_checks")
+def dispatch_checks_task() -> int:
+    """Send one recheck task per upstream whose proxies are probed (pool_admin/rechecks.py);
+    a task not started within the period is dropped (the next dispatch sends another)."""
+    from django.conf import settings
+
+    from pool_admin.rechecks import dispatch_checks
+
+    expires = settings.CHECK_DISPATCH_PERIOD.total_seconds()
+    return dispatch_checks(lambda name: check_upstream_task.apply_async((name,), expires=expires))
+
+
+@shared_task(name="pool_admin.check_upstream")
+def check_upstream_task(upstream: str) -> int:
+    """Recheck what is due of one upstream; the proxies probed."""
+    from pool_admin.rechecks import run_checks
+
+    report = run_checks(upstream)
+    return report.checked if report else 0
+
+
 @shared_task(name="pool_admin.sweep_pool")
 def sweep_pool_task() -> int:
     """One bounded sweep of the pool (expired records, sessions, quarantines)."""

@@ -13,6 +13,7 @@ import redis
 from activity import ManualClock, MemoryPool, PoolOptions, StaticCredentials
 from activity.contract import PoolHarness
 from activity.redis import RedisPool
+from pool_admin.forward_proxies import Microsocks, Tinyproxy
 
 
 def _memory_factory(request: pytest.FixtureRequest) -> Callable[..., PoolHarness]:
@@ -84,3 +85,12 @@ FACTORIES = {"memory": _memory_factory, "redis": _redis_factory}
 @pytest.fixture(params=sorted(FACTORIES))
 def make_pool(request: pytest.FixtureRequest) -> Iterator[Callable[..., PoolHarness]]:
     yield FACTORIES[request.param](request)
+
+
+@pytest.fixture(scope="module")
+def proxies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tinyproxy, Microsocks]]:
+    """Real local forward proxies: tinyproxy (HTTP, login demo1/pw1) and microsocks (SOCKS5,
+    demo2/pw2), one pair per test module."""
+    folder = tmp_path_factory.mktemp("proxies")
+    with Tinyproxy(folder, "demo1", "pw1") as http, Microsocks(folder, "demo2", "pw2") as socks:
+        yield http, socks  # type: ignore[misc]

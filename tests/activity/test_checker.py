@@ -26,12 +26,6 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def target() -> Iterator[CheckTargetServer]:
-    with check_target() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def tls_target() -> Iterator[CheckTargetServer]:
     with check_target(tls=True) as server:
         yield server

@@ -4,10 +4,8 @@ pool, checked through themselves, marked, and extracted with their passwords."""
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
@@ -31,25 +29,11 @@ from activity.providers.fetch import (
 from activity.providers.presets import PRESETS, UpstreamOptions
 from activity.reconciler import UpstreamTarget
 from activity.types import ExtractMode, ExtractRequest
-from pool_admin.forward_proxies import Microsocks, Tinyproxy
-from tests.harness.check_target import CheckTargetServer, check_target
+from tests.harness.check_target import closed_port
 from tests.harness.vendor_server import vendor_server
 from tests.harness.webshare_vendor import vendor, webshare
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def target() -> Iterator[CheckTargetServer]:
-    with check_target() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def proxies(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("proxies")
-    with Tinyproxy(folder, "demo1", "pw1") as http, Microsocks(folder, "demo2", "pw2") as socks:
-        yield http, socks
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -77,12 +61,6 @@ def plan(url: str, protocol: str, check: CheckTarget | None) -> UpstreamFill:
         check=check,
         check_timeout=2,
     )
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_fetched_proxies_are_checked_through_themselves_and_only_working_ones_handed_out(

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import datetime
 import ipaddress
+import socket
 import ssl
 import tempfile
 import threading
@@ -123,3 +124,10 @@ class CheckTargetServer:
 def check_target(tls: bool = False) -> Iterator[CheckTargetServer]:
     with CheckTargetServer(tls) as server:
         yield server
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound and released: connecting to it is refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -28,6 +28,7 @@ from pool_admin.localservices import (
     redis_answers,
 )
 from pool_admin.redact import redact_url
+from tests.harness.check_target import CheckTargetServer, check_target
 
 
 class _Harness:
@@ -111,6 +112,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _harness.teardown()
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[CheckTargetServer]:
+    """A check URL's server on loopback (tests/harness/check_target.py), one per test module."""
+    with check_target() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,7 @@ on real PostgreSQL and Redis, a vendor over HTTP and real tinyproxy proxies."""
 
 from __future__ import annotations
 
-import socket
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
@@ -17,7 +15,7 @@ from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import Credential, ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
 from pool_admin.pool import get_pool
-from tests.harness.check_target import CheckTargetServer, check_target
+from tests.harness.check_target import CheckTargetServer, closed_port
 from tests.harness.webshare_vendor import vendor, webshare
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -29,21 +27,9 @@ def _pool(filling_pool):
 
 
 @pytest.fixture(scope="module")
-def target() -> Iterator[CheckTargetServer]:
-    with check_target() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def tinyproxy(tmp_path_factory):
     with Tinyproxy(tmp_path_factory.mktemp("tinyproxy"), "demo1", "pw1") as proxy:
         yield proxy
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def configure(url: str, target: CheckTargetServer, **fields) -> Upstream:

@@ -160,9 +160,25 @@ class Upstream(ConfigModel):
         default=False,
         help_text="Its proxies are handed out without a health check first.",
     )
-    check_url = models.URLField(max_length=2000, default="https://www.gstatic.com/generate_204")
-    check_timeout_ms = models.PositiveIntegerField(default=5_000, validators=bounds(100, 60_000))
-    check_interval_s = models.PositiveIntegerField(default=30, validators=bounds(1, 86_400))
+    check_url = models.URLField(
+        max_length=2000,
+        default="https://www.gstatic.com/generate_204",
+        help_text="Each proxy is checked through itself against this URL (2xx passes).",
+    )
+    check_timeout_ms = models.PositiveIntegerField(
+        "check timeout (ms)",
+        default=5_000,
+        validators=bounds(100, 60_000),
+        help_text="One check's whole time: connect, handshake, answer.",
+    )
+    check_interval_s = models.PositiveIntegerField(
+        "check interval (s)",
+        default=30,
+        validators=bounds(1, 86_400),
+        help_text="An idle proxy is checked again this long after its last check at the "
+        "soonest, and later while it has long to live (a tenth of what is left); not at all "
+        "with under 2 minutes left.",
+    )
 
     history = HistoricalRecords()
 

@@ -1,0 +1,97 @@
+"""Idle proxies checked again on their cadence, on beat (issue 12; ``activity.rechecking``).
+
+``dispatch_checks`` (beat, every ``settings.CHECK_DISPATCH_PERIOD``) sends one task per
+upstream whose proxies are probed (enabled, of an enabled account, not trusting its provider).
+``run_checks`` (that task) takes what the pool says is due, a round of ``CHECK_CONCURRENCY``
+at a time, probes it and applies the results, until nothing more is due or the period is
+spent. The upstream's ``check_interval_s`` is the policy's floor: no proxy is checked again
+sooner, and it is also how long a taken proxy is held from other checkers, which covers a
+round's probes (``check_timeout_ms`` never exceeds it: the model validates that). Two runs of
+one upstream at once (a slow run and the next dispatch's) take disjoint proxies.
+
+Bounds: a dispatch reads each upstream once; a run takes at most ``MAX_ROUNDS`` rounds of
+``CHECK_CONCURRENCY`` and starts no round after ``CHECK_DISPATCH_PERIOD``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.conf import settings
+
+from activity.checker import CheckTarget
+from activity.clock import SystemClock
+from activity.rechecking import RecheckReport, recheck
+from activity.types import RecheckPolicy
+from pool_admin.config.models import Upstream
+from pool_admin.filling import CHECK_CONCURRENCY
+from pool_admin.pool import get_pool
+
+logger = logging.getLogger(__name__)
+
+MAX_ROUNDS = 10
+
+
+def checked_upstreams() -> list[str]:
+    """The upstreams whose idle proxies are probed again, by name."""
+    rows = Upstream.objects.filter(enabled=True, account__enabled=True, trust_provider=False)
+    return list(rows.order_by("name").values_list("name", flat=True))
+
+
+def dispatch_checks(enqueue: Callable[[str], object]) -> int:
+    """One check task per checked upstream; how many were sent."""
+    names = checked_upstreams()
+    for name in names:
+        enqueue(name)
+    return len(names)
+
+
+def policy_of(upstream: Upstream) -> RecheckPolicy:
+    return RecheckPolicy(
+        min_interval=timedelta(seconds=upstream.check_interval_s),
+        lifetime_fraction=settings.RECHECK_LIFETIME_FRACTION,
+        min_remaining=settings.RECHECK_MIN_REMAINING,
+    )
+
+
+def run_checks(upstream_name: str) -> RecheckReport | None:
+    """Recheck what is due of one upstream; None when it is not (or no longer) checked."""
+    upstream = (
+        Upstream.objects.filter(
+            name=upstream_name, enabled=True, account__enabled=True, trust_provider=False
+        )
+        .only("name", "check_url", "check_timeout_ms", "check_interval_s")
+        .first()
+    )
+    if upstream is None:
+        return None
+    pool, clock, policy = get_pool(), SystemClock(), policy_of(upstream)
+    target = CheckTarget(upstream.check_url)
+    started = time.monotonic()
+    total = RecheckReport()
+    for _ in range(MAX_ROUNDS):
+        report = recheck(
+            upstream.name, pool=pool, check=target, timeout=upstream.check_timeout_ms / 1000,
+            concurrency=CHECK_CONCURRENCY, clock=clock, limit=CHECK_CONCURRENCY, policy=policy,
+        )  # fmt: skip
+        _add(total, report)
+        spent = time.monotonic() - started >= settings.CHECK_DISPATCH_PERIOD.total_seconds()
+        if report.complete or not report.listed or spent:
+            break
+    if total.listed:
+        logger.info("recheck %s: %d due, %d probed, states %s%s", upstream.name, total.listed,
+                    total.checked, total.states,
+                    "" if total.complete else ", more are due")  # fmt: skip
+    return total
+
+
+def _add(total: RecheckReport, part: RecheckReport) -> None:
+    total.listed += part.listed
+    total.checked += part.checked
+    for state, n in part.states.items():
+        total.states[state] = total.states.get(state, 0) + n
+    total.health += part.health
+    total.complete = part.complete
