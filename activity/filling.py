@@ -7,8 +7,10 @@ A proxy is checked once, here, at intake (FETCHED, then AVAILABLE, SUSPECT or UN
 CHECKING on the way: a proxy handed out again is refreshed with its state kept, and marking it
 CHECKING would take a working proxy out of extraction for the check's length): most vendors'
 proxies live minutes, and one check when it arrives (with a timeout of a few seconds) is what a
-short-lived proxy is worth; after that, outcome reports (passive health) tell. An upstream that
-trusts its provider skips the probe: its proxies are AVAILABLE at once.
+short-lived proxy is worth; after that, outcome reports (passive health) tell, and a proxy that
+lives long enough is rechecked while idle (activity/rechecking.py). An upstream that trusts its
+provider skips the probe: its proxies are AVAILABLE at once, except those whose exit clients
+found failing lately (they entered SUSPECT and stay out of extraction).
 """
 
 from __future__ import annotations
@@ -144,8 +146,11 @@ def fill(
         if endpoint is None
     ]
     if plan.check is None:
+        # Only from FETCHED: a proxy whose exit clients found failing entered SUSPECT
+        # (passive health), and trusting the provider does not override what clients saw.
         updates += [
-            HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, clock.now()) for p, _ in checkable
+            HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, clock.now(), expected=ProxyState.FETCHED)
+            for p, _ in checkable
         ]
     total = _apply(pool, updates, HealthResult())
     if plan.check is not None:

@@ -75,6 +75,8 @@ class ReconcileResult:
     over_capacity: int = 0
     conflicts: int = 0
     quarantined: int = 0
+    #: Of ``inserted``, entered SUSPECT (their exit failed clients lately: passive health).
+    suspect: int = 0
     rejected: int = 0  # dropped by the pool (unusable, credentials unresolvable)
     skipped_terminal: int = 0
     replayed_chunks: int = 0
@@ -92,6 +94,7 @@ class ReconcileResult:
         self.over_capacity += result.over_capacity
         self.conflicts += result.conflicts
         self.quarantined += result.quarantined
+        self.suspect += result.suspect
         self.rejected += result.dropped
         self.skipped_terminal += result.skipped_terminal
 

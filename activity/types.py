@@ -110,6 +110,12 @@ class PoolOptions:
     max_host_length: int = 253
     #: Most proxy IDs one ``quarantine_of`` call may ask about (more: InvalidBatch).
     max_quarantine_batch: int = 1_000
+    #: Passive health: this many ``timeout``/``auth_failed`` reports on one exit within
+    #: ``failure_window`` of its first make it suspect for ``failure_window`` (0: never); a
+    #: new lifecycle of a suspect exit enters SUSPECT, not FETCHED, and an ``ok`` report
+    #: clears the exit's count and suspicion.
+    suspect_after_failures: int = 2
+    failure_window: timedelta = timedelta(minutes=30)
 
     def __post_init__(self) -> None:
         _check_options(self)
@@ -149,6 +155,9 @@ def _check_options(options: PoolOptions) -> None:
         "PoolOptions.default_quarantine",
         maximum=span_ms(options.max_quarantine),
     )
+    count(options.suspect_after_failures, "PoolOptions.suspect_after_failures", low=0, high=1_000)
+    duration_ms(options.failure_window, "PoolOptions.failure_window", minimum=1,
+                maximum=span_ms(options.max_quarantine))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +203,8 @@ class UpsertResult:
     replayed: bool = False
     #: New lifecycles refused because their exit is quarantined for every host ("*").
     quarantined: int = 0
+    #: Of ``inserted``, entered SUSPECT: their exit failed clients lately (passive health).
+    suspect: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +214,9 @@ class HealthUpdate:
     checked_at: datetime
     latency_ms: int | None = None
     failure_reason: str | None = None
+    #: Apply only to a proxy in this state (else counted ``ignored``): a trusted provider's
+    #: proxies go AVAILABLE only from FETCHED, never over a suspicion.
+    expected: ProxyState | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +224,8 @@ class HealthResult:
     applied: int = 0
     #: No live record with that ID.
     missing: int = 0
-    #: EXTRACTED or REMOVED records: health no longer applies.
+    #: EXTRACTED or REMOVED records (health no longer applies), or not in the state the
+    #: update expected.
     ignored: int = 0
     #: Older than the check already recorded (out-of-order checker results).
     stale: int = 0
@@ -453,7 +468,8 @@ class SweepResult:
     sessions: int = 0
     #: True when more expired records, sessions or quarantine entries remain: call again.
     more: bool = False
-    #: Expired quarantine entries (of banned exits) removed.
+    #: Expired quarantine entries (of banned exits, and exits' failure counts and
+    #: suspicions) removed.
     quarantines: int = 0
 
 
@@ -496,3 +512,6 @@ class OutcomeResult:
     replayed: bool
     #: End of the exit's quarantine for this host (a longer earlier one stays), or None.
     quarantined_until: datetime | None
+    #: Until when the exit is suspect after this report (its new lifecycles enter SUSPECT),
+    #: or None.
+    suspect_until: datetime | None = None

@@ -1,7 +1,8 @@
 -- apply_health.lua: ADR-005 "健康状态": state, check time, success time, latency, failure.
 -- KEYS[1] <prefix>:{activity}:meta
 -- ARGV[1] now (caller clock, ms)   ARGV[2] clean_budget
--- ARGV[3] JSON array of [proxy ID, state, checked_at ms, latency ms|null, reason|null]
+-- ARGV[3] JSON array of [proxy ID, state, checked_at ms, latency ms|null, reason|null,
+--         expected state|null (apply only to a proxy in it, else ignored)]
 -- Returns: {"ok": {applied, missing, ignored, stale}}
 -- Errors: layout_mismatch
 assert(#KEYS == 1 and #ARGV == 3, 'apply_health: arity')
@@ -14,10 +15,11 @@ for i, upd in ipairs(updates) do ids[i] = upd[1] end
 prefetch(HOT, ids); prefetch(OWN, ids); prefetch(HEALTH, ids)
 for _, upd in ipairs(updates) do
   local pid, state, checked, latency, reason = upd[1], upd[2], upd[3], upd[4], upd[5]
+  local expected = upd[6]
   local rec = get_rec(pid)
   if not rec or rec.e <= now then
     result.missing = result.missing + 1
-  elseif TERMINAL[rec.s] then
+  elseif TERMINAL[rec.s] or (expected ~= cjson.null and expected ~= rec.s) then
     result.ignored = result.ignored + 1
   elseif rec.ck and checked < rec.ck then
     result.stale = result.stale + 1 -- out-of-order checker results never win

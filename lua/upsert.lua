@@ -16,7 +16,8 @@
 -- ARGV[15..] each candidate's static JSON, in candidate order, as Python built it (stored and
 --          handed back verbatim; separate arguments so no JSON is decoded or escaped twice)
 -- Returns: {"ok": {inserted, refreshed, conflicts, skipped_terminal, over_capacity, cleaned,
---          quarantined, replayed, [dropped, whole: true when the finished call was replayed]}}
+--          quarantined, suspect, replayed, [dropped, whole: true when the finished call was
+--          replayed]}}
 -- Errors: idempotency_conflict, layout_mismatch
 local now, u, max_size = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local clean_budget, scan_budget, fetched = tonum(ARGV[4]), tonum(ARGV[5]), tonum(ARGV[6])
@@ -39,7 +40,7 @@ for _, key in ipairs({whole_key, k(op)}) do
 end
 
 local counts = {inserted = 0, refreshed = 0, conflicts = 0, skipped_terminal = 0,
-                over_capacity = 0, cleaned = 0, quarantined = 0, replayed = false}
+                over_capacity = 0, cleaned = 0, quarantined = 0, suspect = 0, replayed = false}
 local function inventory() return counter(INV, u) end
 local function nullable(v) if v == cjson.null then return nil end return v end
 
@@ -68,7 +69,10 @@ local quarantines = redis.call('EXISTS', QUAR) == 1
 if quarantines then
   local every_host = {}
   for i, key in ipairs(keys) do
-    if not hget(HOT, ids[i]) then every_host[#every_host + 1] = key .. '|*' end
+    if not hget(HOT, ids[i]) then
+      every_host[#every_host + 1] = key .. '|*'
+      every_host[#every_host + 1] = key .. '|!'  -- suspect (report_outcome.lua)
+    end
   end
   prefetch(QUAR, every_host)
 end
@@ -101,7 +105,11 @@ for i, a in ipairs(cands) do
     elseif inventory() >= max_size then
       counts.over_capacity = counts.over_capacity + 1
     else
-      rec = {u = u, k = c.k, s = 'fetched'}
+      -- A suspect exit (clients' recent failures) enters SUSPECT: out of extraction until a
+      -- check passes.
+      local suspect = quarantines and tonum(hget(QUAR, c.k .. '|!') or '0') > now
+      rec = {u = u, k = c.k, s = suspect and 'suspect' or 'fetched'}
+      if suspect then counts.suspect = counts.suspect + 1 end
       apply(rec, c)
       local t = track_begin(c.id, nil, nil)
       put_rec(c.id, rec)

@@ -226,6 +226,7 @@ class PreparedHealth:
     checked_ms: int
     latency_ms: int | None
     failure_reason: str | None
+    expected: ProxyState | None = None
 
 
 def prepare_health(
@@ -259,7 +260,9 @@ def prepare_health(
             not isinstance(reason, str) or len(reason) > _MAX_REASON or not reason.isprintable()
         ):
             raise InvalidBatch(f"{where}.failure_reason must be printable, at most 200 characters")
-        out.append(PreparedHealth(pid, update.state, checked_ms, latency, reason))
+        if update.expected is not None and not isinstance(update.expected, ProxyState):
+            raise InvalidBatch(f"{where}.expected must be a ProxyState or None")
+        out.append(PreparedHealth(pid, update.state, checked_ms, latency, reason, update.expected))
     return tuple(out)
 
 

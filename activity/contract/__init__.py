@@ -30,6 +30,7 @@ from activity.contract.health import TestHealth, TestHealthInput
 from activity.contract.input_caps import TestInputCaps
 from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
+from activity.contract.passive import TestPassiveHealth, TestPassiveHealthInput
 from activity.contract.quota import TestQuota, TestQuotaInput
 from activity.contract.quota_bound import TestQuotaBound
 from activity.contract.rechecks import TestRecheckInput, TestRechecks
@@ -56,6 +57,8 @@ __all__ = [
     "TestOwnership",
     "TestOwnershipBoundaries",
     "TestOwnershipInput",
+    "TestPassiveHealth",
+    "TestPassiveHealthInput",
     "TestQuota",
     "TestQuotaBound",
     "TestQuotaInput",

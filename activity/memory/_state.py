@@ -90,6 +90,10 @@ class PoolState:
     outcomes: dict[str, StoredOutcome] = field(default_factory=dict)
     quarantine: dict[str, dict[str, int]] = field(default_factory=dict)  # exit -> host -> until
     quarantine_expiry: ZSet = field(default_factory=ZSet)  # "<exit digest>|<host>" -> until ms
+    #: Passive health, also by exit (members "<digest>|#" and "<digest>|!" of
+    #: quarantine_expiry): failures counted in a window (count, window end ms), suspect until.
+    strikes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    suspects: dict[str, int] = field(default_factory=dict)
     #: CallQuota counters: (client, "calls"/"proxies", limit, window ms) -> window.
     quotas: dict[tuple[str, str, int, int], _quota.Window] = field(default_factory=dict)
     quota_prune_at: int = MAX_QUOTA_COUNTERS

@@ -23,7 +23,7 @@ from activity._zset import ZSet
 from activity.deadline import check_deadline
 from activity.memory._records import TERMINAL, Record
 from activity.memory._state import RECHECKED, PoolState, zadd
-from activity.memory.outcomes import quarantined
+from activity.memory.outcomes import quarantined, suspected
 from activity.types import (
     EVERY_HOST,
     DueCheck,
@@ -68,6 +68,7 @@ class Upserts:
                 over_capacity=counts["over_capacity"],
                 cleaned=counts["cleaned"],
                 quarantined=counts["quarantined"],
+                suspect=counts["suspect"],
             )
             if op is not None:
                 expires = now + span_ms(s.options.operation_ttl)
@@ -113,8 +114,10 @@ class Upserts:
             elif s.inventory.get(batch.upstream_id, 0) >= batch.max_size:
                 counts["over_capacity"] += 1
             else:
-                self._insert(batch, cand)
+                suspect = suspected(s, cand.key_digest, now)
+                self._insert(batch, cand, ProxyState.SUSPECT if suspect else ProxyState.FETCHED)
                 counts["inserted"] += 1
+                counts["suspect"] += suspect
         elif rec.key_digest != cand.key_digest or rec.upstream_id != batch.upstream_id:
             counts["conflicts"] += 1  # the incumbent (ID and upstream) keeps its lifecycle
         elif rec.state in TERMINAL:
@@ -132,7 +135,7 @@ class Upserts:
         self._s.expiry.add(rec.proxy_id, rec.expires_ms)
         zadd(self._s.upstream_expiry, rec.upstream_id, rec.proxy_id, rec.expires_ms)
 
-    def _insert(self, batch: PreparedBatch, cand: PreparedProxy) -> None:
+    def _insert(self, batch: PreparedBatch, cand: PreparedProxy, state: ProxyState) -> None:
         s = self._s
         rec = Record(
             proxy_id=cand.proxy_id,
@@ -150,6 +153,7 @@ class Upserts:
             username=cand.username,
             password=cand.password,
             labels=cand.labels,
+            state=state,
         )
         with s.tracking(rec):  # absent on entry: the insert is counted on exit
             s.records[rec.proxy_id] = rec
@@ -169,7 +173,7 @@ class Upserts:
                 rec = s.records.get(upd.proxy_id)
                 if rec is None or rec.expires_ms <= now:
                     missing += 1
-                elif rec.state in TERMINAL:
+                elif rec.state in TERMINAL or upd.expected not in (None, rec.state):
                     ignored += 1
                 elif rec.checked_ms is not None and upd.checked_ms < rec.checked_ms:
                     stale += 1

@@ -147,6 +147,7 @@ class RedisPool:
             cleaned=int(totals["cleaned"]),
             replayed=replayed,
             quarantined=int(totals.get("quarantined", 0)),  # absent from older stored results
+            suspect=int(totals.get("suspect", 0)),
         )
 
     # ------------------------------------------------------------------ HealthStore
@@ -154,7 +155,14 @@ class RedisPool:
         now = self._now()
         prepared = v.prepare_health(updates, self.options, now)
         rows = [
-            [u.proxy_id, u.state.value, u.checked_ms, u.latency_ms, u.failure_reason]
+            [
+                u.proxy_id,
+                u.state.value,
+                u.checked_ms,
+                u.latency_ms,
+                u.failure_reason,
+                None if u.expected is None else u.expected.value,
+            ]
             for u in prepared
         ]
         reply = self._scripts.call("apply_health", now, self.options.clean_budget, rows)
@@ -335,8 +343,10 @@ class RedisPool:
             p.host or "",
             "" if p.until_ms is None else p.until_ms,
             self.options.clean_budget,
+            self.options.suspect_after_failures,
+            span_ms(self.options.failure_window),
         )
-        until = reply["q"]
+        until, suspect = reply["q"], reply["s"]
         return OutcomeResult(
             proxy_id=p.proxy_id,
             upstream_id=reply["u"],
@@ -344,6 +354,7 @@ class RedisPool:
             target_host=reply["h"] or None,
             replayed=bool(reply["r"]),
             quarantined_until=from_ms(int(until)) if until else None,
+            suspect_until=from_ms(int(suspect)) if suspect else None,
         )
 
     def quarantine_of(self, proxy_ids: Sequence[str], now: datetime) -> dict[str, frozenset[str]]:

@@ -16,7 +16,7 @@ import redis
 from activity import ManualClock, MemoryPool, PoolOptions, RedisPool
 from activity.checker import CheckTarget
 from activity.credentials import FetchCredentials, NoCredentials
-from activity.filling import UpstreamFill, fill
+from activity.filling import FillReport, UpstreamFill, fill
 from activity.providers.entries import DropReason
 from activity.providers.errors import MalformedResponse, NextStep, VendorError
 from activity.providers.fetch import (
@@ -28,7 +28,7 @@ from activity.providers.fetch import (
 )
 from activity.providers.presets import PRESETS, UpstreamOptions
 from activity.reconciler import UpstreamTarget
-from activity.types import ExtractMode, ExtractRequest
+from activity.types import ExtractMode, ExtractRequest, Outcome, OutcomeReport
 from tests.harness.check_target import closed_port
 from tests.harness.vendor_server import vendor_server
 from tests.harness.webshare_vendor import vendor, webshare
@@ -105,6 +105,39 @@ def test_a_trusted_provider_skips_the_probe(pool_of):
     assert (report.checked, report.states) == (0, {"available": 1})
     [proxy] = pool.extract(ExtractRequest(client_id="c1", count=1)).proxies
     assert proxy.username == "x"
+
+
+def test_clients_failures_outweigh_a_trusted_provider_but_not_a_passing_check(
+    pool_of, proxies, target
+):
+    """Passive health: an exit two clients timed out on comes back SUSPECT; a trusted provider
+    does not make it AVAILABLE again, a check that passes does."""
+    pool, credentials, clock = pool_of
+    http, _ = proxies
+    listed = webshare((http.port, "demo1", "pw1"))  # Webshare's list: 5 minutes to live
+
+    def trusted_fill(url: str, operation_id: str) -> FillReport:
+        with httpx.Client() as client:
+            return fill(clock.now(), plan(url, "http", None), pool=pool,
+                        credentials=credentials, client=client, clock=clock,
+                        operation_id=operation_id, proxy_budget=100)  # fmt: skip
+
+    for turn in range(2):
+        with vendor(listed) as url:
+            trusted_fill(url, f"op{turn}")
+        [proxy] = pool.extract(ExtractRequest(client_id="c1", count=1)).proxies
+        pool.report_outcome(OutcomeReport("c1", proxy.proxy_id, Outcome.TIMEOUT, clock.now()))
+        clock.advance(timedelta(minutes=6))  # expired: the vendor hands it out anew
+    with vendor(listed) as url, httpx.Client() as client:
+        trusted = trusted_fill(url, "op2")
+        assert (trusted.reconcile.suspect, trusted.health.ignored) == (1, 1)
+        assert pool.extract(ExtractRequest(client_id="c1", count=1)).proxies == ()
+        clock.advance(timedelta(minutes=6))
+        checked = fill(clock.now(), plan(url, "http", CheckTarget(target.url())), pool=pool,
+                       credentials=credentials, client=client, clock=clock, operation_id="op3",
+                       proxy_budget=100)  # fmt: skip
+    assert (checked.reconcile.suspect, checked.states) == (1, {"available": 1})
+    assert len(pool.extract(ExtractRequest(client_id="c1", count=1)).proxies) == 1
 
 
 def test_a_full_upstream_and_a_spent_budget_ask_the_vendor_nothing(pool_of, proxies):
