@@ -12,7 +12,8 @@ changes nothing (``LeaseLost``).
 Bounds: a dispatch reads each configured account and upstream once (the configuration's size)
 and claims at most ``fetch_concurrency`` per account; a fetch is bounded by its fetch limits
 (30 s in all for the vendor's answer) and renews its lease before each round of checks (a
-round of ``CHECK_CONCURRENCY`` takes at most ``check_timeout``, 60 s, well inside ``LEASE``).
+round of ``CHECK_CONCURRENCY`` takes at most ``check_timeout``, 60 s, well inside
+``settings.FETCH_LEASE``, 2 minutes unless set lower).
 """
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ from pool_admin.pool import fetch_credentials, get_pool
 
 logger = logging.getLogger(__name__)
 
-#: How long a claim's lease lasts (a fetch takes far less).
-LEASE = timedelta(minutes=2)
 CHECK_CONCURRENCY = 200
 #: After a vendor error, the next fetch waits this many intervals (back off: the vendor limits
 #: us; disable: the account or order cannot serve, an operator must act), at most an hour.
@@ -86,7 +85,7 @@ def dispatch(now: datetime, enqueue: Callable[[dict[str, Any]], object]) -> int:
     claimed = 0
     for account in fetchable.values():
         for _ in range(account.fetch_concurrency):
-            result = sched.claim(now, account.name, account.limits, LEASE)
+            result = sched.claim(now, account.name, account.limits, settings.FETCH_LEASE)
             if isinstance(result, NoClaim):
                 break
             enqueue(claim_payload(result))
@@ -160,7 +159,7 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
     claim = claim_of(payload)
     clock = SystemClock()
     try:  # a redelivered task whose claim is spent or lost stops here, having done nothing
-        claim = scheduler().renew(clock.now(), claim, LEASE)
+        claim = scheduler().renew(clock.now(), claim, settings.FETCH_LEASE)
     except LeaseLost:
         logger.info("fetch %s: its claim is no longer current; nothing done", claim.upstream_id)
         return None
@@ -188,8 +187,8 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
                     give_back=lambda n: scheduler().give_back_proxies(
                         clock.now(), claim, n, taken_at
                     ),
-                    # Each round of checks takes at most check_timeout (60 s), under LEASE.
-                    keep_alive=lambda: scheduler().renew(clock.now(), claim, LEASE),
+                    # Each round of checks takes at most check_timeout (60 s), under the lease.
+                    keep_alive=lambda: scheduler().renew(clock.now(), claim, settings.FETCH_LEASE),
                 )  # fmt: skip
             _record_alerts(upstream, report)
             logger.log(

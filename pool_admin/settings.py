@@ -288,6 +288,9 @@ QUALITY_PRUNE_PERIOD = timedelta(minutes=5)
 # Beat's periods for filling and cleaning the pool (each run bounded; a run not started within
 # its period is dropped).
 FETCH_DISPATCH_PERIOD = timedelta(seconds=2)
+# How long a fetch's claim lasts without a renewal: a worker that dies mid-fetch holds its
+# upstream this long, then the fetch is claimed again (a fetch renews before each round).
+FETCH_LEASE = timedelta(seconds=env_int("FETCH_LEASE_S", 120, minimum=1, maximum=3_600))
 # Rechecks of idle proxies (pool_admin/rechecks.py): each upstream's check_interval_s is the
 # floor; an AVAILABLE proxy is due a RECHECK_LIFETIME_FRACTION of its remaining life after its
 # last check, and none with under RECHECK_MIN_REMAINING left is probed again.

@@ -6,28 +6,51 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class VendorURL(str):
-    """The vendor's URL, and the request paths it was asked, in order (``asked``)."""
+    """The vendor's URL, the request paths it was asked, in order (``asked``), and the most
+    requests it was answering at once (``most_at_once``)."""
 
     asked: list[str]
+    most_at_once: int
 
 
 @contextlib.contextmanager
-def vendor(document: dict | bytes) -> Iterator[VendorURL]:
+def vendor(
+    document: dict | bytes, *, delay: float = 0.0, hold: threading.Event | None = None
+) -> Iterator[VendorURL]:
     """A vendor API answering every GET with ``document`` as JSON (or, as bytes, as plain
-    text); its URL."""
+    text), ``delay`` seconds after the request came, and not before ``hold`` is set (at most
+    30 s) when one is given; its URL."""
     asked: list[str] = []
+    lock = threading.Lock()
+    busy = [0]
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: object) -> None:
             return
 
         def do_GET(self) -> None:
-            asked.append(self.path)
+            with lock:
+                asked.append(self.path)
+                busy[0] += 1
+                url.most_at_once = max(url.most_at_once, busy[0])
+            try:
+                if hold is not None:
+                    hold.wait(30)
+                time.sleep(delay)
+                self._answer()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client went away (a test killed it): nobody to answer
+            finally:
+                with lock:
+                    busy[0] -= 1
+
+        def _answer(self) -> None:
             text = isinstance(document, bytes)
             body = document if isinstance(document, bytes) else json.dumps(document).encode()
             self.send_response(200)
@@ -37,11 +60,11 @@ def vendor(document: dict | bytes) -> Iterator[VendorURL]:
             self.wfile.write(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    url = VendorURL(f"http://127.0.0.1:{server.server_address[1]}/api/v2/proxy/list/")
+    url.asked, url.most_at_once = asked, 0
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        url = VendorURL(f"http://127.0.0.1:{server.server_address[1]}/api/v2/proxy/list/")
-        url.asked = asked
         yield url
     finally:
         server.shutdown()

@@ -1,0 +1,45 @@
+"""A real Celery worker for the tests (``celery -A pool_admin worker``, solo pool), on a queue
+of its own so no other worker on the machine takes its tasks, pointed at the test's database,
+Redis and pool prefix."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from pool_admin.celery import app
+from pool_admin.launcher import Child, stop_children
+from tests.harness.commands import REPO, database_url_of_test_db
+
+
+@contextlib.contextmanager
+def celery_worker(
+    folder: Path, redis_url: str, prefix: str, **env: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """The worker process and its queue; this process sends over the same broker meanwhile.
+    Its output is in ``folder / "worker.log"``; ``env`` adds to its environment."""
+    queue = f"test-{uuid.uuid4().hex[:8]}"
+    environment = {
+        **os.environ, "DATABASE_URL": database_url_of_test_db(), "REDIS_URL": redis_url,
+        "CELERY_BROKER_URL": redis_url, "POOL_PREFIX": prefix, "POOL_DEV": "1",
+        "DJANGO_SETTINGS_MODULE": "pool_admin.settings", **env,
+    }  # fmt: skip
+    with (folder / "worker.log").open("wb") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "pool_admin", "worker", "--pool", "solo",
+             "-Q", queue, "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+            cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        broker = app.conf.broker_url
+        try:
+            app.conf.broker_url = redis_url
+            yield worker, queue
+        finally:
+            app.conf.broker_url = broker
+            stop_children([Child("celery worker", worker)], timeout=15)
