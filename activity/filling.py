@@ -111,8 +111,9 @@ def fill(
 
     The checks run in rounds of ``check_concurrency`` proxies, each round's results applied
     when it ends (the first proxies are AVAILABLE before the last are checked), so a round
-    takes at most ``check_timeout``. A proxy its entry cannot be checked through (a SOCKS5
-    login over 255 bytes) is UNHEALTHY, never a failed fetch."""
+    takes at most ``check_timeout``, less for short-lived proxies (``intake_timeout``). A
+    proxy its entry cannot be checked through (a SOCKS5 login over 255 bytes) is UNHEALTHY,
+    never a failed fetch."""
     reconciler = Reconciler(pool, credentials)
     deficit = reconciler.deficit(plan.target)
     asked = min(deficit, max(0, proxy_budget))
@@ -219,6 +220,18 @@ def _endpoints(
     return out
 
 
+#: An intake check takes at most this share of the shortest remaining life in its round, and
+#: never less than MIN_INTAKE_TIMEOUT seconds (research/providers.md 5.2: at most min(3 s, 5%
+#: of the TTL) for a 30 s-2 min proxy; a check that costs a third of its life is not worth it).
+INTAKE_TIMEOUT_SHARE = 0.05
+MIN_INTAKE_TIMEOUT = 1.0
+
+
+def intake_timeout(configured: float, remaining_s: float) -> float:
+    """The round's check timeout: the upstream's, shortened for short-lived proxies."""
+    return min(configured, max(MIN_INTAKE_TIMEOUT, remaining_s * INTAKE_TIMEOUT_SHARE))
+
+
 def _checked(
     plan: UpstreamFill,
     checkable: list[tuple[FetchedProxy, ProxyEndpoint]],
@@ -226,12 +239,13 @@ def _checked(
 ) -> list[HealthUpdate]:
     """One round of checks: each proxy's update from its check (it was just fetched)."""
     assert plan.check is not None
+    shortest = min(proxy.expires_at for proxy, _ in checkable) - clock.now()
     results: list[ProbeResult] = asyncio.run(
         probe_all(
             [endpoint for _, endpoint in checkable],
             plan.check,
             concurrency=plan.check_concurrency,
-            timeout=plan.check_timeout,
+            timeout=intake_timeout(plan.check_timeout, shortest.total_seconds()),
         )
     )
     now = clock.now()

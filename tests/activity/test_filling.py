@@ -16,7 +16,7 @@ import redis
 from activity import ManualClock, MemoryPool, PoolOptions, RedisPool
 from activity.checker import CheckTarget
 from activity.credentials import FetchCredentials, NoCredentials
-from activity.filling import FillReport, UpstreamFill, fill
+from activity.filling import FillReport, UpstreamFill, fill, intake_timeout
 from activity.providers.entries import DropReason
 from activity.providers.errors import MalformedResponse, NextStep, VendorError
 from activity.providers.fetch import (
@@ -239,3 +239,12 @@ def test_a_proxy_that_cannot_be_checked_as_listed_is_unhealthy_not_a_failed_fetc
     assert report.reconcile.inserted == 2
     assert report.states == {"available": 1, "unhealthy": 1} and report.checked == 1
     assert credentials.held() == 0
+
+
+@pytest.mark.parametrize(
+    ("configured", "remaining", "expected"),
+    [(5.0, 30.0, 1.5), (5.0, 600.0, 5.0), (5.0, 10.0, 1.0), (0.5, 10.0, 0.5), (2.0, 60.0, 2.0)],
+)
+def test_an_intake_check_costs_at_most_a_twentieth_of_a_short_life(configured, remaining, expected):
+    """research/providers.md 5.2: a 30 s proxy gets 1.5 s, not the upstream's 5 s."""
+    assert intake_timeout(configured, remaining) == pytest.approx(expected)
