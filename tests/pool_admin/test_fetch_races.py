@@ -13,6 +13,7 @@ from django.db import connection
 
 from pool_admin import filling
 from pool_admin.config.models import ProviderAccount, Upstream
+from pool_admin.pool import get_pool
 from tests.harness.webshare_vendor import vendor, webshare
 
 pytestmark = [
@@ -71,3 +72,39 @@ def test_two_dispatchers_at_once_never_fetch_one_account_concurrently(filling_po
     assert url.most_at_once == 1  # fetch_concurrency 1: never two of the account's at once
     # 4 s of 0.3 s answers would be a dozen calls; the account allows 6 a minute.
     assert 4 <= len(url.asked) <= 6
+
+
+def test_one_slow_provider_never_delays_the_others(filling_pool):
+    """A vendor that holds its answer holds only its own account's fetch: a dispatch claims
+    the others, and their fetches finish, meanwhile."""
+    answer = threading.Event()
+    slow_listed = webshare((20_001, "s1", "p1"))
+    fast_listed = webshare((20_002, "f1", "p2"))
+    with vendor(slow_listed, hold=answer) as slow_url, vendor(fast_listed) as fast_url:
+        for name, url in (("slow", slow_url), ("fast", fast_url)):
+            account = ProviderAccount.objects.create(name=name)
+            Upstream.objects.create(
+                name=name, account=account, kind="preset", preset="webshare_list",
+                endpoint_url=url, count_param="page_size", allow_local_hosts=True,
+                trust_provider=True, max_size=5,
+            )  # fmt: skip
+        claims: list[dict] = []
+        assert filling.dispatch(filling.now(), claims.append) == 2
+        by_account = {claim["account_id"]: claim for claim in claims}
+        held = threading.Thread(target=lambda: (filling.run_fetch(by_account["slow"]),
+                                                connection.close()))  # fmt: skip
+        held.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not slow_url.asked:  # the slow fetch is waiting on its vendor
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            started = time.monotonic()
+            report = filling.run_fetch(by_account["fast"])
+            assert report is not None and report.reconcile.inserted == 1
+            assert time.monotonic() - started < 2
+            assert filling.dispatch(filling.now(), claims.append) == 0  # slow still running
+        finally:
+            answer.set()
+            held.join(30)
+    assert get_pool().inventory("slow") == 1  # and it finished once its vendor answered
