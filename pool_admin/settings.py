@@ -75,11 +75,18 @@ EMAIL_TIMEOUT = 10
 _REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)
 METRICS_REDIS_URL = env_url("METRICS_REDIS_URL", REDIS_URL, _REDIS_SCHEMES)
+# The usage stream (pool_admin/metrics/): its key on METRICS_REDIS_URL (named after the pool's
+# prefix, so two deployments on one Redis keep apart), bounded with MAXLEN ~ (about 150 bytes
+# an entry); its consumer group and dead-letter stream.
+METRICS_STREAM_MAXLEN = env_int("METRICS_STREAM_MAXLEN", 500_000, minimum=1_000)
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, _REDIS_SCHEMES)
 # Key prefix of the activity pool's namespace in Redis (PoolOptions.prefix).
 POOL_PREFIX = env_str("POOL_PREFIX", "pp")
 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}", POOL_PREFIX):
     raise EnvError("POOL_PREFIX must be 1-32 characters of A-Z a-z 0-9 . _ -, starting alnum")
+METRICS_STREAM = f"{POOL_PREFIX}:metrics:events"
+METRICS_GROUP = "aggregates"
+METRICS_DEAD_LETTER = f"{POOL_PREFIX}:metrics:dead"
 
 # How long a banned proxy's exit is not taken again (outcome reports; 0: never quarantined):
 # the pool's PoolOptions.default_quarantine, at most its max_quarantine.
@@ -125,6 +132,7 @@ INSTALLED_APPS = [
     "csp",
     "pool_admin",
     "pool_admin.config",
+    "pool_admin.metrics",
 ]
 
 MIDDLEWARE = [

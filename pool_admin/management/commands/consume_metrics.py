@@ -1,0 +1,53 @@
+"""``manage.py consume_metrics``: the usage stream's consumer, until SIGINT or SIGTERM.
+
+Several may run at once (one consumer group; each needs its own ``--name``, by default the
+host and process ID). ``make run`` runs one. See pool_admin/metrics/consumer.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandParser
+
+from pool_admin.metrics.consumer import Consumer, options_from_settings
+
+
+class Command(BaseCommand):
+    help = "Apply the usage stream's events to the PostgreSQL aggregates until stopped."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--name",
+            default=f"{socket.gethostname()}-{os.getpid()}",
+            help="This consumer's name in the group (unique per process).",
+        )
+        parser.add_argument(
+            "--batch",
+            type=int,
+            default=500,
+            choices=range(1, 10_001),
+            metavar="1-10000",
+            help="Entries per read and transaction.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        opts = options_from_settings(batch=options["batch"])
+        # Reads block at most block_ms; the socket waits a little longer than that.
+        client = redis.Redis.from_url(settings.METRICS_REDIS_URL,
+                                      socket_timeout=opts.block_ms / 1000 + 5)  # fmt: skip
+        consumer = Consumer(client, options["name"], opts)
+        self.stdout.write(f"metrics consumer {options['name']}: {opts.stream} -> PostgreSQL")
+        consumer.run(stop)
+        self.stdout.write(f"metrics consumer {options['name']}: stopped; applied "
+                          f"{consumer.applied}, redelivered {consumer.duplicates}, "
+                          f"dead-lettered {consumer.dead}")  # fmt: skip

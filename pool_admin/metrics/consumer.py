@@ -1,0 +1,253 @@
+"""The usage stream's group consumer: batches into PostgreSQL aggregates, exactly once.
+
+The loop (``../shared/research/operations.md`` §8):
+
+1. On start, and after any failure, this consumer's own pending entries first (``XREADGROUP``
+   with ID ``0``) until none are left; then new ones (``>``), blocking at most ``block_ms``.
+2. A batch's well-formed entries are applied in ONE transaction: their IDs are inserted into
+   ``AppliedEntry`` (``ON CONFLICT DO NOTHING RETURNING``), and only the entries that came back
+   (not applied before) are added to the aggregates. Commit.
+3. Then ``XACK``. A consumer killed between commit and acknowledgement leaves its entries
+   pending; they are delivered again (to it, or to another by ``XAUTOCLAIM``) and the unique
+   constraint makes them add nothing. Killed before the commit: nothing was written.
+4. Malformed entries, and entries delivered more than ``max_deliveries`` times, go to the
+   dead-letter stream with their reason (and their original ID), then are acknowledged: they
+   stop nothing.
+5. Every ``claim_every_s``, entries pending longer than ``claim_idle_ms`` with any consumer (a
+   dead one) are claimed with ``XAUTOCLAIM`` and handled as in 2-4.
+
+PostgreSQL down: the batch stays pending; the consumer waits (backoff, at most
+``MAX_BACKOFF_S``) and reads its own pending entries again: nothing is lost. Applied IDs older
+than the stream's first entry can never come again and are pruned in batches (``prune``).
+
+Bounds: a batch is at most ``batch`` entries (each at most ``events.MAX_ENTRY_BYTES``), a claim
+at most ``batch`` per call, a prune at most ``PRUNE_BATCH`` rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from django.db import DatabaseError, connection, transaction
+
+from pool_admin.metrics.aggregates import apply_events
+from pool_admin.metrics.events import Event, MalformedEvent, decode
+from pool_admin.metrics.models import AppliedEntry
+
+logger = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 30.0
+PRUNE_BATCH = 10_000
+#: Where a test may stop the consumer dead (``fault``): after the read, after the commit.
+FAULT_POINTS = ("read", "committed")
+
+
+@dataclass(frozen=True)
+class ConsumerOptions:
+    stream: str
+    group: str
+    dead_letter: str
+    batch: int = 500
+    block_ms: int = 1_000
+    claim_idle_ms: int = 60_000
+    claim_every_s: float = 5.0
+    max_deliveries: int = 5
+    #: Most entries the dead-letter stream keeps (approximately; the oldest go first).
+    dead_letter_maxlen: int = 100_000
+
+
+Entry = tuple[bytes, dict[bytes, bytes] | None]
+
+
+def _id(raw: bytes) -> tuple[int, int]:
+    ms, _, seq = raw.decode().partition("-")
+    return int(ms), int(seq)
+
+
+class Consumer:
+    def __init__(
+        self,
+        client: redis.Redis,
+        name: str,
+        options: ConsumerOptions,
+        *,
+        apply: Callable[[Sequence[Event]], None] = apply_events,
+        fault: Callable[[str], None] | None = None,
+    ) -> None:
+        self.client, self.name, self.options = client, name, options
+        self._apply_events = apply
+        self._fault = fault or (lambda point: None)
+        self._own_pending = True
+        self._claimed_at = 0.0
+        #: Entries applied, already applied before (redeliveries), dead-lettered: this process.
+        self.applied = self.duplicates = self.dead = 0
+
+    # ------------------------------------------------------------------ setup
+    def ensure_group(self) -> None:
+        """The group, reading the stream from its start (events produced before it existed
+        are counted too)."""
+        try:
+            self.client.xgroup_create(self.options.stream, self.options.group, id="0",
+                                      mkstream=True)  # fmt: skip
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    # ------------------------------------------------------------------ the loop
+    def run(self, stop: threading.Event) -> None:
+        """Until ``stop`` is set: read, apply, acknowledge; wait out failures of either store."""
+        self.ensure_group()
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                if time.monotonic() - self._claimed_at >= self.options.claim_every_s:
+                    self.reclaim()
+                    self.prune()
+                self.step()
+                backoff = 0.5
+            except (DatabaseError, redis.RedisError) as exc:
+                self._own_pending = True  # the batch is still ours, pending: read it again
+                logger.warning("metrics consumer %s: %s; retrying in %.1f s", self.name,
+                               type(exc).__name__, backoff)  # fmt: skip
+                connection.close()  # a broken connection is not reused
+                stop.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def step(self) -> int:
+        """One batch: this consumer's pending entries while it has any, else new ones."""
+        o = self.options
+        start = "0" if self._own_pending else ">"
+        block = None if self._own_pending else o.block_ms
+        reply: Any = self.client.xreadgroup(o.group, self.name, {o.stream: start},
+                                            count=o.batch, block=block)  # fmt: skip
+        entries: list[Entry] = reply[0][1] if reply else []
+        if self._own_pending and not entries:
+            self._own_pending = False
+        return self.handle(entries)
+
+    def handle(self, entries: Sequence[Entry]) -> int:
+        """Apply, dead-letter and acknowledge one batch; the entries applied for the first time."""
+        if not entries:
+            return 0
+        good: list[tuple[bytes, Event]] = []
+        bad: list[tuple[bytes, dict[bytes, bytes], str]] = []
+        gone: list[bytes] = []
+        for raw_id, fields in entries:
+            if fields is None:  # trimmed from the stream while pending: nothing to apply
+                gone.append(raw_id)
+                continue
+            try:
+                good.append((raw_id, decode(fields)))
+            except MalformedEvent as exc:
+                bad.append((raw_id, fields, exc.reason))
+        self._fault("read")
+        fresh = self._apply(good) if good else 0
+        self._fault("committed")
+        for raw_id, fields, reason in bad:
+            self._dead_letter(raw_id, fields, reason)
+        self.client.xack(self.options.stream, self.options.group, *[e[0] for e in entries])
+        self.applied += fresh
+        self.duplicates += len(good) - fresh
+        if gone:
+            logger.info("metrics consumer %s: %d pending entries were trimmed before they were "
+                        "applied", self.name, len(gone))  # fmt: skip
+        return fresh
+
+    def _apply(self, good: Sequence[tuple[bytes, Event]]) -> int:
+        stream = self.options.stream
+        ids = [_id(raw_id) for raw_id, _ in good]
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"INSERT INTO {AppliedEntry._meta.db_table} (stream, ms, seq) "
+                    "SELECT %s, unnest(%s::bigint[]), unnest(%s::bigint[]) "
+                    "ON CONFLICT (stream, ms, seq) DO NOTHING RETURNING ms, seq",
+                    [stream, [ms for ms, _ in ids], [seq for _, seq in ids]],
+                )
+                new = {(int(ms), int(seq)) for ms, seq in cursor.fetchall()}
+            events = [event for (raw_id, event), key in zip(good, ids, strict=True)
+                      if key in new]  # fmt: skip
+            if events:
+                self._apply_events(events)
+        return len(new)
+
+    def _dead_letter(self, raw_id: bytes, fields: dict[bytes, bytes], reason: str) -> None:
+        entry: dict[Any, Any] = {b"id": raw_id, b"reason": reason.encode()}
+        for name, value in fields.items():
+            if name not in entry:
+                entry[name] = value
+        self.client.xadd(self.options.dead_letter, entry, maxlen=self.options.dead_letter_maxlen,
+                         approximate=True)  # fmt: skip
+        self.dead += 1
+        logger.warning("metrics consumer %s: entry %s dead-lettered: %s", self.name,
+                       raw_id.decode(), reason)  # fmt: skip
+
+    # ------------------------------------------------------------------ dead consumers
+    def reclaim(self) -> int:
+        """Claim what dead consumers left pending and handle it; the entries claimed."""
+        o = self.options
+        self._claimed_at = time.monotonic()
+        claimed = 0
+        cursor = "0-0"
+        for _ in range(10):  # at most 10 batches per call: the loop must keep reading too
+            reply = self.client.xautoclaim(o.stream, o.group, self.name, o.claim_idle_ms,
+                                           start_id=cursor, count=o.batch)  # fmt: skip
+            cursor, entries = reply[0], reply[1]
+            if entries:
+                claimed += len(entries)
+                self.handle(self._drop_overdelivered(entries))
+            if cursor in (b"0-0", "0-0"):
+                break
+        return claimed
+
+    def _drop_overdelivered(self, entries: list[Entry]) -> list[Entry]:
+        """Dead-letter (and acknowledge) the entries delivered more than ``max_deliveries``
+        times (a poison entry must not be retried forever); the others, to handle."""
+        o = self.options
+        ids = [raw_id for raw_id, _ in entries]
+        pending = self.client.xpending_range(
+            o.stream, o.group, min=ids[0], max=ids[-1], count=len(ids) * 2, consumername=self.name
+        )
+        deliveries = {p["message_id"]: int(p["times_delivered"]) for p in pending}
+        keep: list[Entry] = []
+        for raw_id, fields in entries:
+            times = deliveries.get(raw_id, 0)
+            if times > o.max_deliveries and fields is not None:
+                self._dead_letter(raw_id, fields, f"delivered {times} times")
+                self.client.xack(o.stream, o.group, raw_id)
+            else:
+                keep.append((raw_id, fields))
+        return keep
+
+    # ------------------------------------------------------------------ pruning
+    def prune(self) -> int:
+        """Forget applied IDs older than the stream's first entry (never delivered again)."""
+        first: Any = self.client.xrange(self.options.stream, count=1)
+        # An empty stream: every ID applied so far is below the next one it will give.
+        ms, seq = _id(first[0][0]) if first else (10**15, 0)
+        with connection.cursor() as cursor:
+            table = AppliedEntry._meta.db_table  # a name of ours; every value is a parameter
+            cursor.execute(
+                f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} "  # noqa: S608
+                "WHERE stream = %s AND (ms, seq) < (%s, %s) LIMIT %s)",
+                [self.options.stream, ms, seq, PRUNE_BATCH],
+            )
+            return int(cursor.rowcount)
+
+
+def options_from_settings(**overrides: Any) -> ConsumerOptions:
+    """The deployment's stream, group and dead-letter stream (settings.METRICS_*)."""
+    from django.conf import settings
+
+    return ConsumerOptions(
+        stream=settings.METRICS_STREAM,
+        group=settings.METRICS_GROUP,
+        dead_letter=settings.METRICS_DEAD_LETTER,
+        **overrides,
+    )

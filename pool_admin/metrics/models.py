@@ -1,0 +1,25 @@
+"""What the consumer records of the stream entries it applied (issue 13).
+
+An entry's ID is recorded in the same transaction as the aggregates it added to, under a
+unique constraint: a redelivered entry (its consumer died after the commit, before the
+acknowledgement) is found there and adds nothing. Rows older than the stream's first entry can
+never be delivered again and are pruned in batches (``consumer.Consumer.prune``).
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class AppliedEntry(models.Model):
+    """One stream entry applied to the aggregates: its stream and ID (``<ms>-<seq>``)."""
+
+    stream = models.CharField(max_length=128)
+    ms = models.BigIntegerField()
+    seq = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["stream", "ms", "seq"], name="applied_once")]
+
+    def __str__(self) -> str:
+        return f"{self.stream} {self.ms}-{self.seq}"

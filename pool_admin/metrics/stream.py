@@ -1,0 +1,143 @@
+"""The producers' one function: ``emit_event(kind, **fields)`` puts a usage event on the stream.
+
+It never blocks on the stream's Redis and never fails its caller: the event is queued in the
+process (a list append under a lock) and a daemon thread sends what is queued every
+``INTERVAL_S`` in one pipeline of ``XADD ... MAXLEN ~`` (the stream stays bounded). When the
+queue is full (``MAX_QUEUED``) or the stream's Redis does not answer, events are dropped and
+counted (``dropped()``); a warning says how many, at most every ``WARN_EVERY_S``. An event the
+consumer would refuse is a programming error: refused here too (``MalformedEvent``) and counted
+as dropped, so a bad field never reaches the stream.
+
+Settings: ``METRICS_REDIS_URL`` (the stream's Redis; it may have AOF, the pool's has none),
+``METRICS_STREAM`` and ``METRICS_STREAM_MAXLEN``. A killed process loses at most one interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing.util
+import os
+import threading
+import time
+from typing import Any
+
+import redis
+from django.conf import settings
+
+from pool_admin.metrics.events import MalformedEvent, encode
+
+logger = logging.getLogger(__name__)
+
+MAX_QUEUED = 50_000
+INTERVAL_S = 0.1
+WARN_EVERY_S = 10.0
+#: Most entries one pipeline sends (a bigger backlog goes in several).
+SEND_BATCH = 5_000
+
+
+class EventStream:
+    """The process's queue of events and the thread that sends them."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+        multiprocessing.util.Finalize(None, self.flush, exitpriority=10)
+
+    def _reset(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: list[dict[str, bytes]] = []
+        self._dropped = 0
+        self._sent = 0
+        self._unwarned = 0
+        self._warned_at = 0.0
+        self._thread: threading.Thread | None = None
+        self._client: redis.Redis | None = None
+
+    def emit(self, kind: str, fields: dict[str, Any]) -> None:
+        try:
+            entry = encode(kind, int(time.time() * 1000), fields)
+        except MalformedEvent as exc:
+            logger.error("metrics event %s refused: %s", kind[:32], exc.reason)
+            self._count_dropped(1)
+            return
+        with self._lock:
+            if len(self._queue) >= MAX_QUEUED:
+                self._dropped += 1
+                self._unwarned += 1
+                return
+            self._queue.append(entry)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="metrics-stream",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(INTERVAL_S)
+            self.flush()
+
+    def flush(self) -> None:
+        """Send what is queued now (the thread's job; tests and exits call it too)."""
+        with self._lock:
+            batch, self._queue = self._queue, []
+        for start in range(0, len(batch), SEND_BATCH):
+            part = batch[start : start + SEND_BATCH]
+            try:
+                pipe = self._redis().pipeline(transaction=False)
+                for entry in part:
+                    pipe.xadd(settings.METRICS_STREAM, entry,  # type: ignore[arg-type]
+                              maxlen=settings.METRICS_STREAM_MAXLEN, approximate=True)  # fmt: skip
+                pipe.execute()
+                with self._lock:
+                    self._sent += len(part)
+            except redis.RedisError:
+                self._count_dropped(len(part))
+        self._warn()
+
+    def _redis(self) -> redis.Redis:
+        if self._client is None:
+            # Short timeouts: the sending thread must not hang on a Redis that is gone.
+            self._client = redis.Redis.from_url(settings.METRICS_REDIS_URL, socket_timeout=2,
+                                                socket_connect_timeout=1)  # fmt: skip
+        return self._client
+
+    def _count_dropped(self, n: int) -> None:
+        with self._lock:
+            self._dropped += n
+            self._unwarned += n
+
+    def _warn(self) -> None:
+        with self._lock:
+            if not self._unwarned or time.monotonic() - self._warned_at < WARN_EVERY_S:
+                return
+            n, self._unwarned, self._warned_at = self._unwarned, 0, time.monotonic()
+            total = self._dropped
+        logger.warning("metrics: %d events dropped (%d in all since start): the stream's Redis "
+                       "did not take them, or too many waited", n, total)  # fmt: skip
+
+    def dropped(self) -> int:
+        return self._dropped
+
+    def sent(self) -> int:
+        return self._sent
+
+
+_stream = EventStream()
+
+
+def emit_event(kind: str, **fields: Any) -> None:
+    """Queue one usage event (see the module's doc); returns at once, never raises."""
+    _stream.emit(kind, fields)
+
+
+def flush_events() -> None:
+    _stream.flush()
+
+
+def dropped_events() -> int:
+    """Events this process could not put on the stream since it started."""
+    return _stream.dropped()
+
+
+def sent_events() -> int:
+    return _stream.sent()

@@ -1,0 +1,178 @@
+"""The usage stream's consumer on real Redis and PostgreSQL (pool_admin/metrics/consumer.py):
+events become per-minute aggregates exactly once, with consumers killed at any point between
+read and commit and between commit and acknowledgement, two of them in the group; malformed
+entries go to the dead-letter stream and stop nothing."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+
+import pytest
+import redis
+
+from pool_admin.config.models import UpstreamQuality
+from pool_admin.metrics.consumer import Consumer, ConsumerOptions
+from pool_admin.metrics.events import encode
+from pool_admin.metrics.models import AppliedEntry
+from tests.harness.commands import REPO, database_url_of_test_db
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),  # the consumers' processes see what is committed
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.slow,
+]
+
+OUTCOMES = ("ok", "banned", "timeout", "auth_failed")
+AT_MS = 29_666_666 * 60_000  # a minute's start: every event counts in that minute's rows
+
+
+@pytest.fixture
+def options(unique_prefix) -> ConsumerOptions:
+    return ConsumerOptions(stream=f"{unique_prefix}:metrics:events", group="aggregates",
+                           dead_letter=f"{unique_prefix}:metrics:dead", batch=50, block_ms=100,
+                           claim_idle_ms=300, claim_every_s=0.2, max_deliveries=50)  # fmt: skip
+
+
+def produce(client: redis.Redis, options: ConsumerOptions, n: int, seed: int) -> Counter:
+    """``n`` outcome events over three upstreams; what they add up to."""
+    rng = random.Random(seed)
+    totals: Counter[tuple[str, str]] = Counter()
+    pipe = client.pipeline(transaction=False)
+    for _ in range(n):
+        upstream, outcome = f"u{rng.randrange(3)}", rng.choice(OUTCOMES)
+        totals[(upstream, outcome)] += 1
+        entry = encode("outcome", AT_MS + rng.randrange(60_000), {"upstream": upstream,
+                                                                  "outcome": outcome})  # fmt: skip
+        pipe.xadd(options.stream, entry)  # type: ignore[arg-type]
+    pipe.execute()
+    return totals
+
+
+def stored() -> Counter:
+    totals: Counter[tuple[str, str]] = Counter()
+    for row in UpstreamQuality.objects.all():
+        for outcome in OUTCOMES:
+            if getattr(row, outcome):
+                totals[(row.upstream, outcome)] += getattr(row, outcome)
+    return totals
+
+
+def drain(consumer: Consumer) -> None:
+    consumer.ensure_group()
+    while consumer.step() or consumer._own_pending:
+        pass
+    while consumer.step():
+        pass
+
+
+def test_events_become_per_minute_rows_once(redis_client, options):
+    totals = produce(redis_client, options, 500, seed=1)
+    consumer = Consumer(redis_client, "c1", options)
+    drain(consumer)
+    assert stored() == totals
+    assert UpstreamQuality.objects.count() == 3  # one row per upstream and minute
+    assert AppliedEntry.objects.count() == 500
+    # The same entries delivered again (a consumer that died after its commit) add nothing.
+    entries = redis_client.xrange(options.stream)
+    assert consumer.handle(entries) == 0
+    assert stored() == totals
+    assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
+
+
+def test_a_malformed_entry_is_dead_lettered_with_its_reason_and_stops_nothing(
+    redis_client, options
+):
+    totals = produce(redis_client, options, 20, seed=2)
+    redis_client.xadd(options.stream, {"k": "outcome", "t": "1", "d": b"{not json"})
+    redis_client.xadd(options.stream, {"k": "outcome", "t": str(AT_MS),
+                                       "d": b'{"upstream": "u1", "outcome": "great"}'})  # fmt: skip
+    redis_client.xadd(options.stream, {"hello": "world"})
+    totals += produce(redis_client, options, 20, seed=3)
+    drain(Consumer(redis_client, "c1", options))
+    assert stored() == totals
+    dead = redis_client.xrange(options.dead_letter)
+    assert [fields[b"reason"] for _, fields in dead] == [
+        b"unreadable",
+        b"outcome: bad outcome",
+        b"not an event entry",
+    ]
+    assert all(b"id" in fields for _, fields in dead)
+    assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
+
+
+# A consumer process that dies (os._exit) at a random point, as a kill -9 would: after reading
+# a batch (before its commit) or after its commit (before the acknowledgement).
+_DYING = textwrap.dedent(
+    """
+    import os, random, sys, threading
+    import django
+    django.setup()
+    import redis
+    from pool_admin.metrics.consumer import Consumer, ConsumerOptions
+    stream, dead, name, url, seed = sys.argv[1:6]
+    rng = random.Random(int(seed))
+    def fault(point):
+        if rng.random() < 0.08:
+            os._exit(17)
+    options = ConsumerOptions(stream=stream, group="aggregates", dead_letter=dead, batch=50,
+                              block_ms=100, claim_idle_ms=300, claim_every_s=0.2,
+                              max_deliveries=50)
+    Consumer(redis.Redis.from_url(url), name, options, fault=fault).run(threading.Event())
+    """
+)
+
+
+def test_consumers_killed_anywhere_lose_nothing_and_count_nothing_twice(
+    redis_client, redis_url, options, tmp_path
+):
+    totals = produce(redis_client, options, 3_000, seed=4)
+    env = {"DATABASE_URL": database_url_of_test_db(), "POOL_DEV": "1",
+           "DJANGO_SETTINGS_MODULE": "pool_admin.settings", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    seeds = iter(range(10_000))
+    deaths = 0
+
+    log = tmp_path / "consumers.log"
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:  # the child has its own copy of the descriptor
+            return subprocess.Popen(
+                [sys.executable, "-c", _DYING, options.stream, options.dead_letter, name,
+                 redis_url, str(next(seeds))],
+                cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=out,
+            )  # fmt: skip
+
+    # Two consumers; a dead one comes back under its name (its pending entries first) or, every
+    # other time, under a new one (the old name's entries are then claimed by XAUTOCLAIM).
+    names = ["a", "b"]
+    running = {name: start(name) for name in names}
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            for name, proc in list(running.items()):
+                code = proc.poll()
+                if code is None:
+                    continue
+                assert code == 17, log.read_text()[-2000:]
+                deaths += 1
+                del running[name]
+                again = name if deaths % 2 else f"{name[0]}{deaths}"
+                running[again] = start(again)
+            groups = redis_client.xinfo_groups(options.stream)
+            if groups and groups[0]["pending"] == 0 and groups[0]["lag"] == 0:
+                break
+            assert time.monotonic() < deadline, groups
+            time.sleep(0.05)
+    finally:
+        for proc in running.values():
+            proc.kill()
+            proc.wait()
+    assert deaths >= 5  # the faults happened, at both points, many times over
+    assert stored() == totals
+    assert AppliedEntry.objects.count() == 3_000
+    assert redis_client.xlen(options.dead_letter) == 0
