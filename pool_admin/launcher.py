@@ -2,9 +2,10 @@
 
 Starts private Redis/PostgreSQL under RUN_DIR when nothing answers at a loopback URL, prepares
 the database (create, migrate, collectstatic, ensure_admin), then runs the web server (granian),
-a Celery worker and Celery beat, each in its own process group. On SIGINT/SIGTERM, or when any
-child dies, it stops the children (SIGTERM, then SIGKILL after a timeout), then the servers it
-started itself (never pre-existing ones), and exits. No Django import: Django runs in the children.
+a Celery worker, Celery beat and the usage stream's consumer (``manage.py consume_metrics``),
+each in its own process group. On SIGINT/SIGTERM, or when any child dies, it stops the
+children (SIGTERM, then SIGKILL after a timeout), then the servers it started itself (never
+pre-existing ones), and exits. No Django import: Django runs in the children.
 """
 
 from __future__ import annotations
@@ -246,7 +247,8 @@ def web_command(bind: str, workers: int | None = None) -> list[str]:
 
 
 def child_commands(bind: str) -> list[tuple[str, list[str]]]:
-    """The long-running children: web (one worker per core), one small worker, beat."""
+    """The long-running children: web (one worker per core), one small worker, beat, and the
+    usage stream's consumer."""
     py = sys.executable
     celery = [py, "-m", "celery", "-A", "pool_admin"]
     worker = ["--concurrency", "1", "--without-gossip", "--without-mingle"]
@@ -254,6 +256,7 @@ def child_commands(bind: str) -> list[tuple[str, list[str]]]:
         ("web (granian)", web_command(bind)),
         ("celery worker", [*celery, "worker", "--loglevel", "INFO", *worker]),
         ("celery beat", [*celery, "beat", "--loglevel", "INFO"]),
+        ("metrics consumer", [py, str(REPO_DIR / "manage.py"), "consume_metrics"]),
     ]
 
 

@@ -132,7 +132,6 @@ INSTALLED_APPS = [
     "csp",
     "pool_admin",
     "pool_admin.config",
-    "pool_admin.metrics",
 ]
 
 MIDDLEWARE = [

@@ -4,9 +4,10 @@ Order: the client's requests-per-second limit (429, one unit like an extract), t
 then ``RedisPool.report_outcome`` (404 ``not_found`` for a proxy this client did not extract or
 that has expired, 409 ``outcome_conflict`` for a second, different outcome). A ``banned``
 report quarantines the proxy's exit for ``POOL_BAN_QUARANTINE_S`` in Redis. An accepted,
-not replayed report is then added to the upstream's quality aggregates in PostgreSQL; if that
-fails the report still stands (the quarantine is in Redis), the failure is logged without
-secrets and the answer is still 200. Every call that reached the pool emits one usage event.
+not replayed report then puts one ``outcome`` event on the usage stream (pool_admin/metrics/),
+from which the consumer adds it to the upstream's quality aggregates in PostgreSQL: the answer
+never waits on PostgreSQL, and PostgreSQL down loses nothing. Every call that reached the pool
+also emits one usage log event.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import DatabaseError
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -40,7 +40,7 @@ from pool_admin.api.openapi import (
 )
 from pool_admin.api.serializers import StrictSerializer
 from pool_admin.api.usage import emit_usage
-from pool_admin.config.quality import record_outcomes
+from pool_admin.metrics.stream import emit_event
 from pool_admin.pool import get_pool
 
 logger = logging.getLogger(__name__)
@@ -92,18 +92,6 @@ def _body(result: OutcomeResult) -> dict[str, Any]:
         "replayed": result.replayed,
         "quarantined_until": None if until is None else until.isoformat().replace("+00:00", "Z"),
     }
-
-
-def _record_quality(result: OutcomeResult, at: datetime) -> None:
-    try:
-        record_outcomes(result.upstream_id, at, {result.outcome: 1})
-    except DatabaseError as exc:
-        # The report stands in Redis; only this minute's aggregate misses it.
-        logger.warning(
-            "outcome of upstream %s not added to the quality aggregates: %s",
-            result.upstream_id,
-            type(exc).__name__,
-        )
 
 
 class OutcomeView(ApiView):
@@ -186,5 +174,5 @@ class OutcomeView(ApiView):
             event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
             emit_usage(event)
         if not result.replayed:  # a replay was counted the first time
-            _record_quality(result, now)
+            emit_event("outcome", upstream=result.upstream_id, outcome=result.outcome.value)
         return Response(_body(result), headers={"X-Request-ID": request_id})

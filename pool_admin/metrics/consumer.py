@@ -36,9 +36,9 @@ from typing import Any
 import redis
 from django.db import DatabaseError, connection, transaction
 
+from pool_admin.config.models import AppliedEntry
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.events import Event, MalformedEvent, decode
-from pool_admin.metrics.models import AppliedEntry
 
 logger = logging.getLogger(__name__)
 

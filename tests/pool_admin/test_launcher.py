@@ -80,9 +80,8 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         assert get(f"http://{web}/static/admin/css/base.css")[0] == 200  # whitenoise
 
         started = dict(re.findall(r"started (.+?) pid=(\d+)", "".join(lines)))
-        assert {"redis-server", "postgres", "web (granian)", "celery worker", "celery beat"} <= set(
-            started
-        )
+        children = {"web (granian)", "celery worker", "celery beat", "metrics consumer"}
+        assert {"redis-server", "postgres", *children} <= set(started)
         groups = {g for g in (pgid_of(int(pid)) for pid in started.values()) if g}
 
         proc.send_signal(signal.SIGINT)

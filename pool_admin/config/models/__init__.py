@@ -8,6 +8,7 @@ django-simple-history; secret material is excluded from it.
 
 from pool_admin.config.models.accounts import ProviderAccount
 from pool_admin.config.models.alerts import Alert
+from pool_admin.config.models.applied import AppliedEntry
 from pool_admin.config.models.base import LABEL_HELP, LABEL_RE, PROTOCOL_CHOICES, validate_label
 from pool_admin.config.models.clients import ApiClient, ApiKey
 from pool_admin.config.models.credentials import Credential
@@ -22,6 +23,7 @@ __all__ = [
     "Alert",
     "ApiClient",
     "ApiKey",
+    "AppliedEntry",
     "Credential",
     "ProviderAccount",
     "Upstream",

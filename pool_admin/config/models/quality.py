@@ -1,4 +1,4 @@
-"""Outcome quality aggregates per upstream and minute (written by ``config.quality``)."""
+"""Outcome quality aggregates per upstream and minute (written by the usage stream's consumer)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from activity.types import LABEL_MAX_LENGTH, Outcome
 class UpstreamQuality(models.Model):
     """Outcome reports of extracted proxies per upstream and minute (aggregate metrics).
 
-    Written only through :func:`pool_admin.config.quality.record_outcomes`. The upstream is
+    Written only by the usage stream's consumer (pool_admin/metrics/aggregates.py). The upstream is
     kept by name, the pool's upstream ID, so the figures outlive a renamed or deleted upstream
     and a stream consumer can write them without a lookup. No proxy, client or host is kept.
     """

@@ -14,12 +14,13 @@ from typing import Any
 
 import redis
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import CommandParser
 
+from pool_admin.management.cli import OperatorCommand, parse_int
 from pool_admin.metrics.consumer import Consumer, options_from_settings
 
 
-class Command(BaseCommand):
+class Command(OperatorCommand):
     help = "Apply the usage stream's events to the PostgreSQL aggregates until stopped."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,19 +30,15 @@ class Command(BaseCommand):
             help="This consumer's name in the group (unique per process).",
         )
         parser.add_argument(
-            "--batch",
-            type=int,
-            default=500,
-            choices=range(1, 10_001),
-            metavar="1-10000",
-            help="Entries per read and transaction.",
+            "--batch", default="500", metavar="1-10000", help="Entries per read and transaction."
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        batch = parse_int(options["batch"], "--batch", 1, 10_000)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-        opts = options_from_settings(batch=options["batch"])
+        opts = options_from_settings(batch=batch)
         # Reads block at most block_ms; the socket waits a little longer than that.
         client = redis.Redis.from_url(settings.METRICS_REDIS_URL,
                                       socket_timeout=opts.block_ms / 1000 + 5)  # fmt: skip

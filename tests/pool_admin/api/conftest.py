@@ -27,6 +27,8 @@ from pool_admin.api import auth
 from pool_admin.api.fast_extract import FastExtract
 from pool_admin.api.usage import flush_usage
 from pool_admin.config.models import ApiClient, ApiKey, ProviderAccount, Upstream
+from pool_admin.metrics.stream import flush_events
+from tests.harness.metrics import isolate_stream
 
 PROXY_PASSWORD = "proxy-pw-Zq81!secret"
 
@@ -40,14 +42,18 @@ def pool_clock() -> ManualClock:
 
 
 @pytest.fixture(autouse=True)
-def _isolated(redis_url, unique_prefix, pool_clock):
-    """The API's pool on this test's prefix and clock, an empty key cache and no usage event of
-    an earlier test still queued, before and after."""
+def _isolated(redis_url, unique_prefix, pool_clock, settings):
+    """The API's pool on this test's prefix and clock, its own usage stream, an empty key
+    cache and no usage event of an earlier test still queued, before and after."""
     pool_module.reset_pool(redis_url, unique_prefix, pool_clock)
+    settings.METRICS_REDIS_URL = redis_url
+    isolate_stream(settings, unique_prefix)
     auth.clear_cache()
     flush_usage()
+    flush_events()
     yield
     flush_usage()  # nothing left for the exit hook, after pytest has closed its log streams
+    flush_events()
     pool_module.reset_pool()
     auth.clear_cache()
 

@@ -331,6 +331,7 @@ ARGUMENT_ERRORS = {
     ("rotate_secret_key", "extra"): "manage.py rotate_secret_key: unrecognized arguments: extra",
     ("ensure_admin", "extra"): "manage.py ensure_admin: unrecognized arguments: extra",
     ("ensure_demo",): "manage.py ensure_demo: the following arguments are required: --base-url",
+    ("consume_metrics", "extra"): "manage.py consume_metrics: unrecognized arguments: extra",
 }
 #: A few also run through a real manage.py in a child process (one of each kind: a missing
 #: option, an unknown one, an action's missing argument, an extra argument).

@@ -15,7 +15,7 @@ NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 
 def test_every_outcome_has_its_column():
-    """record_outcomes names columns after outcomes: a new outcome needs a column (migration)."""
+    """The consumer names columns after outcomes: a new outcome needs a column (migration)."""
     columns = {f.name for f in UpstreamQuality._meta.get_fields()}
     assert {o.value for o in Outcome} <= columns
 

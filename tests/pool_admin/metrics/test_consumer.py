@@ -15,10 +15,9 @@ from collections import Counter
 import pytest
 import redis
 
-from pool_admin.config.models import UpstreamQuality
+from pool_admin.config.models import AppliedEntry, UpstreamQuality
 from pool_admin.metrics.consumer import Consumer, ConsumerOptions
 from pool_admin.metrics.events import encode
-from pool_admin.metrics.models import AppliedEntry
 from tests.harness.commands import REPO, database_url_of_test_db
 
 pytestmark = [

@@ -1,9 +1,9 @@
-"""What the consumer records of the stream entries it applied (issue 13).
+"""What the usage stream's consumer records of the entries it applied (pool_admin/metrics/).
 
 An entry's ID is recorded in the same transaction as the aggregates it added to, under a
 unique constraint: a redelivered entry (its consumer died after the commit, before the
 acknowledgement) is found there and adds nothing. Rows older than the stream's first entry can
-never be delivered again and are pruned in batches (``consumer.Consumer.prune``).
+never be delivered again and are pruned in batches (``pool_admin.metrics.consumer.Consumer.prune``).
 """
 
 from __future__ import annotations

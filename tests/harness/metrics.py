@@ -1,0 +1,35 @@
+"""The usage stream in tests: each test on a stream of its own, and a drain that sends what is
+queued and applies it (an in-process consumer, the same code as ``manage.py consume_metrics``)."""
+
+from __future__ import annotations
+
+import redis
+from django.conf import settings
+
+from pool_admin.metrics.consumer import Consumer, options_from_settings
+from pool_admin.metrics.stream import flush_events
+
+
+def isolate_stream(settings_fixture: object, prefix: str) -> None:
+    """Point the producers and the consumer at this test's own stream and dead-letter stream."""
+    settings_fixture.METRICS_STREAM = f"{prefix}:metrics:events"  # type: ignore[attr-defined]
+    settings_fixture.METRICS_DEAD_LETTER = f"{prefix}:metrics:dead"  # type: ignore[attr-defined]
+
+
+def drain_metrics() -> int:
+    """Send the queued events and apply every entry of the stream; the entries applied."""
+    flush_events()
+    client = redis.Redis.from_url(settings.METRICS_REDIS_URL, socket_timeout=10)
+    try:
+        consumer = Consumer(client, "test", options_from_settings(block_ms=1))
+        consumer.ensure_group()
+        applied = 0
+        while True:
+            applied += consumer.step()
+            if (
+                not consumer._own_pending
+                and not client.xinfo_groups(settings.METRICS_STREAM)[0]["lag"]
+            ):
+                return applied
+    finally:
+        client.close()
