@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -75,7 +75,7 @@ def recheck(
         endpoint = _endpoint(item)
         if endpoint is None:
             unusable.append(HealthUpdate(item.proxy_id, ProxyState.UNHEALTHY, clock.now(), None,
-                                         "check_unusable"))  # fmt: skip
+                                         "check_unusable", expected=item.state))  # fmt: skip
         else:
             probable.append((item, endpoint))
     _apply(pool, unusable, report)
@@ -86,8 +86,10 @@ def recheck(
         results = asyncio.run(probe_all([endpoint for _, endpoint in batch], check,
                                         concurrency=concurrency, timeout=timeout))  # fmt: skip
         now = clock.now()
+        # Applied only to a proxy still in the state it was listed in: a slower checker's
+        # result computed from a state another check already changed must not win.
         updates = [
-            health_of(item.proxy_id, result, now, item.state)
+            replace(health_of(item.proxy_id, result, now, item.state), expected=item.state)
             for (item, _), result in zip(batch, results, strict=True)
         ]
         report.checked += len(updates)

@@ -245,12 +245,16 @@ class RecheckPolicy:
     would cost a good part of what is left; outcome reports tell instead). Otherwise an
     AVAILABLE one is due ``max(min_interval, remaining / lifetime_fraction)`` after its last
     check, a SUSPECT one ``min_interval`` after it (its second check decides: AVAILABLE or
-    UNHEALTHY).
+    UNHEALTHY). A proxy fetched and not checked within ``min_interval`` (its filler died) is
+    handed out too: it needs its first check.
     """
 
     min_interval: timedelta = timedelta(seconds=30)
     lifetime_fraction: int = 10
     min_remaining: timedelta = timedelta(minutes=2)
+    #: False: only unchecked and SUSPECT proxies are handed out (a trusted provider's upstream,
+    #: whose AVAILABLE proxies are never probed); its AVAILABLE ones wait out their lives.
+    available: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +267,8 @@ class DueCheck:
     host: str
     port: int
     protocol: str
-    checked_at: datetime
+    #: None: never checked (FETCHED, or entered SUSPECT: its exit failed clients).
+    checked_at: datetime | None
     usable_until: datetime
     username: str | None = None
     password: str | None = field(default=None, repr=False)

@@ -114,6 +114,10 @@ for i, a in ipairs(cands) do
       local t = track_begin(c.id, nil, nil)
       put_rec(c.id, rec)
       track_end(c.id, t, u, rec, nil)
+      -- Unchecked: indexed by its fetch time, so a recheck gives it the intake check it may
+      -- never get (its filler died). Its first check re-scores it (track_end).
+      zadd(checks_key(u), fetched, c.id)
+      touch(checks_key(u))
       hset(UNIQ, c.k, c.id)
       set_expiry(c.id, rec)
       counts.inserted = counts.inserted + 1

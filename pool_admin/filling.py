@@ -188,7 +188,7 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
                         clock.now(), claim, n, taken_at
                     ),
                     # Each round of checks takes at most check_timeout (60 s), under the lease.
-                    keep_alive=lambda: scheduler().renew(clock.now(), claim, settings.FETCH_LEASE),
+                    keep_alive=lambda: _keep_alive(claim, clock),
                 )  # fmt: skip
             _record_alerts(upstream, report)
             logger.log(
@@ -222,6 +222,18 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
         except LeaseLost:
             logger.warning("fetch %s: its lease was lost; another fetch runs it", claim.upstream_id)
     return report
+
+
+def _keep_alive(claim: Claim, clock: SystemClock) -> None:
+    """Renew the claim before a round of checks. A lease already lost (a lease shorter than
+    the fetch) does not stop the checks: the lease guards the vendor account, and the proxies
+    this fetch wrote need their check whoever fetches next (unchecked, they would hold
+    ``max_size`` places until a recheck took them)."""
+    try:
+        scheduler().renew(clock.now(), claim, settings.FETCH_LEASE)
+    except LeaseLost:
+        logger.warning("fetch %s: its lease ended before its checks did; checking on",
+                       claim.upstream_id)  # fmt: skip
 
 
 def _record_alerts(upstream: Upstream, report: FillReport) -> None:

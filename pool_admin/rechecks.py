@@ -1,7 +1,8 @@
 """Idle proxies checked again on their cadence, on beat (issue 12; ``activity.rechecking``).
 
 ``dispatch_checks`` (beat, every ``settings.CHECK_DISPATCH_PERIOD``) sends one task per
-upstream whose proxies are probed (enabled, of an enabled account, not trusting its provider).
+enabled upstream of an enabled account (one that trusts its provider: only for its proxies that
+never got a check or entered SUSPECT).
 ``run_checks`` (that task) takes what the pool says is due, a round of ``CHECK_CONCURRENCY``
 at a time, probes it and applies the results, until nothing more is due or the period is
 spent. The upstream's ``check_interval_s`` is the policy's floor: no proxy is checked again
@@ -36,8 +37,9 @@ MAX_ROUNDS = 10
 
 
 def checked_upstreams() -> list[str]:
-    """The upstreams whose idle proxies are probed again, by name."""
-    rows = Upstream.objects.filter(enabled=True, account__enabled=True, trust_provider=False)
+    """The upstreams whose idle proxies are probed again, by name: every enabled one of an
+    enabled account (a trusted provider's only for its unchecked and SUSPECT proxies)."""
+    rows = Upstream.objects.filter(enabled=True, account__enabled=True)
     return list(rows.order_by("name").values_list("name", flat=True))
 
 
@@ -54,16 +56,17 @@ def policy_of(upstream: Upstream) -> RecheckPolicy:
         min_interval=timedelta(seconds=upstream.check_interval_s),
         lifetime_fraction=settings.RECHECK_LIFETIME_FRACTION,
         min_remaining=settings.RECHECK_MIN_REMAINING,
+        # Trusting the provider: its AVAILABLE proxies are never probed; a proxy that entered
+        # SUSPECT (clients found its exit failing) or never got its intake check still is.
+        available=not upstream.trust_provider,
     )
 
 
 def run_checks(upstream_name: str) -> RecheckReport | None:
     """Recheck what is due of one upstream; None when it is not (or no longer) checked."""
     upstream = (
-        Upstream.objects.filter(
-            name=upstream_name, enabled=True, account__enabled=True, trust_provider=False
-        )
-        .only("name", "check_url", "check_timeout_ms", "check_interval_s")
+        Upstream.objects.filter(name=upstream_name, enabled=True, account__enabled=True)
+        .only("name", "check_url", "check_timeout_ms", "check_interval_s", "trust_provider")
         .first()
     )
     if upstream is None:

@@ -279,6 +279,7 @@ class PreparedRecheck:
     lifetime_fraction: int
     min_remaining_ms: int
     limit: int
+    available: bool = True
 
 
 def prepare_recheck(
@@ -295,5 +296,8 @@ def prepare_recheck(
                      high=MAX_LIFETIME_FRACTION)  # fmt: skip
     remaining = duration_ms(policy.min_remaining, "policy.min_remaining")
     n = count(limit, "limit", low=1, high=options.max_health_batch)
+    if not isinstance(policy.available, bool):
+        raise InvalidRequest("policy.available must be a bool")
     assert isinstance(upstream_id, str)
-    return PreparedRecheck(upstream_id, now_ms, interval, fraction, remaining, n)
+    return PreparedRecheck(upstream_id, now_ms, interval, fraction, remaining, n,
+                           policy.available)  # fmt: skip

@@ -78,14 +78,74 @@ class TestRechecks:
 
     @pytest.mark.parametrize("state", [ProxyState.UNHEALTHY, ProxyState.CHECKING])
     def test_other_states_are_never_listed(self, make_pool: PoolFactory, state: ProxyState):
-        """Rechecks: only AVAILABLE and SUSPECT proxies are rechecked; FETCHED ones wait for
-        their first check (the filler's), UNHEALTHY ones for their expiry."""
+        """Rechecks: only AVAILABLE, SUSPECT and never-checked proxies are handed out;
+        UNHEALTHY ones wait for their expiry."""
         h = make_pool()
-        h.upsert([h.proxy("fetched", ttl=time_for_long_interval())])
         h.stock("p1", ttl=time_for_long_interval())
         h.mark(["p1"], state)
         h.advance(time_for_long_interval() / 2)
         assert due_ids(h) == []
+        assert h.index_size("checks", "u1") == 0  # its entry went when it was examined
+
+    def test_a_proxy_whose_intake_check_never_came_is_handed_out(self, make_pool: PoolFactory):
+        """Rechecks: a fetched proxy not checked within min_interval (its filler died) is due:
+        it needs its first check; until then the filler's own check is not doubled."""
+        h = make_pool()
+        h.upsert([h.proxy("fetched", ttl=10 * MIN)])
+        h.advance(29 * SEC)
+        assert due_ids(h) == []
+        h.advance(SEC)
+        [check] = due(h).checks
+        assert (check.proxy_id, check.state, check.checked_at) == ("fetched", ProxyState.FETCHED,
+                                                                   None)  # fmt: skip
+        h.mark(["fetched"])  # its check: now an AVAILABLE proxy on the usual cadence
+        h.advance(45 * SEC)
+        assert due_ids(h) == []
+
+    def test_a_trusted_policy_hands_out_only_unchecked_and_suspect_proxies(
+        self, make_pool: PoolFactory
+    ):
+        """Rechecks: with ``available=False`` AVAILABLE proxies are never probed (a trusted
+        provider's); SUSPECT and unchecked ones still are."""
+        h = make_pool()
+        h.stock("ok", "bad", ttl=time_for_long_interval())
+        h.mark(["bad"], ProxyState.SUSPECT)
+        h.upsert([h.proxy("new", ttl=time_for_long_interval())])
+        h.advance(5 * MIN)
+        trusted = RecheckPolicy(available=False)
+        assert sorted(due_ids(h, policy=trusted)) == ["bad", "new"]
+        h.mark(["bad", "new"])  # both checked, both passed
+        h.advance(5 * MIN)
+        assert due_ids(h, policy=trusted) == []  # AVAILABLE ones wait out their lives
+
+    def test_proxies_not_due_never_hide_due_ones_behind_them(self, make_pool: PoolFactory):
+        """Rechecks: a member examined and not due is re-scored to when it may be due, so a
+        full budget of long-lived proxies checked earlier cannot keep a due one out for good."""
+        h = make_pool(options=PoolOptions(scan_budget=3))
+        h.stock("a", "b", "c", ttl=24 * 60 * MIN)  # due again in about 2.2 hours
+        h.advance(MIN)
+        h.stock("s", ttl=24 * 60 * MIN)
+        h.mark(["s"], ProxyState.SUSPECT)
+        h.advance(31 * SEC)  # t0 + 91 s
+        assert due(h) == DueChecks((), complete=False)  # a, b and c examined, moved on
+        assert due_ids(h) == ["s"]
+        h.mark(["s"])  # its second check passed: due again about 2.2 hours from now
+        # a, b and c are due from t0 + 7,854 s (86,395 s usable, an eleventh of it), s from
+        # t0 + 7,945 s; at t0 + 7,900 s, s is examined first (oldest score), not due and moved
+        # on, and the due ones behind it come out over two calls.
+        h.advance(7_809 * SEC)
+        first = due(h)
+        assert ([c.proxy_id for c in first.checks], first.complete) == (["a", "b"], False)
+        assert due_ids(h) == ["c"]
+
+    def test_a_scan_of_exactly_the_budget_is_complete(self, make_pool: PoolFactory):
+        """Rechecks: ``complete`` is false only when members were left unexamined."""
+        h = make_pool(options=PoolOptions(scan_budget=3))
+        h.stock("a", "b", "c", ttl=10 * MIN)
+        h.advance(2 * MIN)
+        result = due(h)
+        assert [c.proxy_id for c in result.checks] == ["a", "b", "c"]
+        assert result.complete is True  # three members, a budget of three: all were seen
 
     def test_an_extracted_proxy_is_never_listed(self, make_pool: PoolFactory):
         """Rechecks: a proxy a client holds is never probed."""

@@ -40,6 +40,9 @@ _K = TypeVar("_K", str, tuple[str, str])
 #: States an idle proxy is rechecked in (``take_due_checks``): the pair of lua/lib/records.lua's
 #: RECHECKED.
 RECHECKED = (ProxyState.AVAILABLE, ProxyState.SUSPECT)
+#: States an indexed record may be handed out for a check in (RECHECKED, and FETCHED: new,
+#: unchecked); the pair of lua/take_due_checks.lua's TAKEABLE.
+TAKEABLE = (*RECHECKED, ProxyState.FETCHED)
 #: Quota counters kept before the ones two windows old are first dropped (Redis expires them).
 MAX_QUOTA_COUNTERS = 10_000
 
@@ -70,8 +73,9 @@ class PoolState:
     owners: dict[str, Owner] = field(default_factory=dict)
     owner_expiry: ZSet = field(default_factory=ZSet)  # proxy ID -> lease end ms
     owned: dict[str, ZSet] = field(default_factory=dict)  # upstream -> assigned AVAILABLE
-    #: upstream -> unassigned AVAILABLE and SUSPECT proxies by last check or take (rechecks),
-    #: and EXTRACTED ones extract left (``tracking``)
+    #: upstream -> proxies to check again (take_due_checks): unassigned AVAILABLE and SUSPECT
+    #: ones by last check, new ones by fetch time, re-scored when taken or examined; leftovers
+    #: of records that left those states go lazily (lua/lib/records.lua has the same)
     checkable: dict[str, ZSet] = field(default_factory=dict)
     worker_owned: dict[str, ZSet] = field(default_factory=dict)  # worker -> leases not draining
     tickets: dict[str, Ticket] = field(default_factory=dict)  # proxy ID -> its drain ticket
@@ -129,6 +133,8 @@ class PoolState:
         managed and index membership cannot disagree with the records. ``keep_checks``
         (extract only) leaves the record's ``checkable`` entry, as lua/lib/records.lua's
         ``track_begin`` does on the hot path: ``take_due_checks`` or ``delete`` removes it.
+        Only the entry the end of the block would put back is removed at its start (the same
+        sets as Lua's, whose bracket removes exactly that).
         """
         stored = self.records.get(rec.proxy_id) is rec
         inv_before, managed_before = self._flags(rec if stored else None)
@@ -136,7 +142,11 @@ class PoolState:
         for name in _index_names(rec):
             zrem(self.indexes, name, rec.proxy_id)
         zrem(self.owned, upstream, rec.proxy_id)
-        if not keep_checks:
+        # As lua/lib/records.lua's track_begin: only the entry track_end below would put back
+        # (an unchecked record keeps its fetch-time entry; other leftovers go lazily).
+        owner = self.owners.get(rec.proxy_id)
+        checked = owner is None and rec.state in RECHECKED and rec.checked_ms is not None
+        if stored and checked and not keep_checks:
             zrem(self.checkable, upstream, rec.proxy_id)
         yield
         alive = self.records.get(rec.proxy_id) is rec
@@ -168,6 +178,7 @@ class PoolState:
             zrem(self.upstream_expiry, rec.upstream_id, pid)
             self.drop_owner(pid)
             self.outcomes.pop(pid, None)
+            zrem(self.checkable, rec.upstream_id, pid)  # whatever tracking left there
 
     def drop_owner(self, pid: str) -> Owner | None:
         owner = self.owners.pop(pid, None)

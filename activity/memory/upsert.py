@@ -8,6 +8,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Literal
 
 from activity._checks import digest, token
 from activity._time import from_ms, span_ms
@@ -22,7 +23,7 @@ from activity._validation.upsert import (
 from activity._zset import ZSet
 from activity.deadline import check_deadline
 from activity.memory._records import TERMINAL, Record
-from activity.memory._state import RECHECKED, PoolState, zadd
+from activity.memory._state import TAKEABLE, PoolState, zadd
 from activity.memory.outcomes import quarantined, suspected
 from activity.types import (
     EVERY_HOST,
@@ -159,6 +160,8 @@ class Upserts:
             s.records[rec.proxy_id] = rec
         s.unique[cand.key_digest] = cand.proxy_id
         self._set_expiry(rec)
+        # Unchecked: by fetch time, so a recheck gives it the intake check it may never get.
+        zadd(s.checkable, batch.upstream_id, rec.proxy_id, batch.fetched_ms)
 
     # ------------------------------------------------------------------ HealthStore
     def apply_health(self, updates: Sequence[HealthUpdate]) -> HealthResult:
@@ -205,10 +208,12 @@ class Upserts:
             complete = len(members) <= budget
             for position, pid in enumerate(members[:budget]):
                 rec = s.records.get(pid)
-                if rec is None or rec.state not in RECHECKED:
-                    index.remove(pid)  # extract left it (PoolState.tracking)
+                if rec is None or rec.state not in TAKEABLE:
+                    index.remove(pid)  # left the checked states since it was indexed
                     continue
-                if not _due(rec, p):
+                score = _standing(rec, p)
+                if score is not True:
+                    index.add(pid, score)
                     continue
                 found.append(_due_check(rec))
                 index.add(pid, p.now_ms)  # taken: not handed out again for min_interval
@@ -229,26 +234,35 @@ class Upserts:
             return s.inventory.get(upstream_id, 0)
 
 
-def _due(rec: Record, p: PreparedRecheck) -> bool:
-    """RecheckPolicy's rule (its pair: lua/take_due_checks.lua). Products, not a division: Lua
-    divides in doubles, and an exact comparison is the same answer in both."""
-    assert rec.checked_ms is not None  # the index holds checked records only
+def _standing(rec: Record, p: PreparedRecheck) -> int | Literal[True]:
+    """True when due; else the score that has the record examined again only when it may be
+    due (its due time less min_interval), or not before usable_until when it never will be
+    under this policy. The pair of lua/take_due_checks.lua's ``standing``: products and an
+    exact ceiling, so Lua's doubles give the same answer."""
     remaining = rec.usable_ms - p.now_ms
     if remaining <= 0 or remaining < p.min_remaining_ms:
-        return False
-    elapsed = p.now_ms - rec.checked_ms
-    if elapsed < p.min_interval_ms:
-        return False
-    if rec.state is ProxyState.SUSPECT or elapsed >= remaining:
+        return rec.usable_ms
+    if rec.checked_ms is None or rec.state is ProxyState.SUSPECT:
+        return True  # a first check, or the deciding second one
+    if not p.available:
+        return rec.usable_ms
+    ck = rec.checked_ms
+    elapsed = p.now_ms - ck
+    if elapsed >= p.min_interval_ms and (
+        elapsed >= remaining or elapsed * p.lifetime_fraction >= remaining
+    ):
         return True
-    return elapsed * p.lifetime_fraction >= remaining
+    # Due at t with t - ck >= (uu - t) / fraction: t >= ck + (uu - ck) / (fraction + 1).
+    at = max(ck + p.min_interval_ms, ck - (-(rec.usable_ms - ck) // (p.lifetime_fraction + 1)))
+    if rec.usable_ms - at < p.min_remaining_ms:
+        return rec.usable_ms
+    return at - p.min_interval_ms
 
 
 def _due_check(rec: Record) -> DueCheck:
-    assert rec.checked_ms is not None
+    checked = None if rec.checked_ms is None else from_ms(rec.checked_ms)
     return DueCheck(rec.proxy_id, rec.upstream_id, rec.state, rec.host, rec.port, rec.protocol,
-                    from_ms(rec.checked_ms), from_ms(rec.usable_ms), rec.username,
-                    rec.password)  # fmt: skip
+                    checked, from_ms(rec.usable_ms), rec.username, rec.password)  # fmt: skip
 
 
 def _apply_candidate(rec: Record, cand: PreparedProxy) -> None:

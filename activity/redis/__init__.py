@@ -306,6 +306,7 @@ class RedisPool:
             p.min_remaining_ms,
             p.limit,
             self.options.scan_budget,
+            "1" if p.available else "0",
         )
         checks = tuple(due_check(state, checked, static) for state, checked, static in
                        as_list(reply["checks"]))  # fmt: skip

@@ -102,7 +102,7 @@ def extracted(p: list[Any]) -> ExtractedProxy:
     )
 
 
-def due_check(state: str, checked_ms: int, p: list[Any]) -> DueCheck:
+def due_check(state: str, checked_ms: int | None, p: list[Any]) -> DueCheck:
     return DueCheck(
         proxy_id=p[_AT["id"]],
         upstream_id=p[_AT["u"]],
@@ -110,7 +110,7 @@ def due_check(state: str, checked_ms: int, p: list[Any]) -> DueCheck:
         host=p[_AT["h"]],
         port=int(p[_AT["p"]]),
         protocol=p[_AT["pr"]],
-        checked_at=from_ms(int(checked_ms)),
+        checked_at=None if checked_ms is None else from_ms(int(checked_ms)),
         usable_until=from_ms(int(p[_AT["uu"]])),
         username=p[_AT["un"]],
         password=p[_AT["pw"]],

@@ -30,8 +30,10 @@ local function put_rec(pid, rec)
     rec.pr, rec.r or '', rec.c or '', rec.k, rec.x or ''}, '|'))
 end
 local function get_owner(pid) return get_json(OWN, pid) end
--- An upstream's unassigned AVAILABLE and SUSPECT proxies, scored by last check (or by when
--- take_due_checks.lua took them), and the EXTRACTED entries extract leaves (track_begin).
+-- An upstream's proxies to check again (take_due_checks.lua): unassigned AVAILABLE and SUSPECT
+-- ones scored by their last check (kept here), new ones scored by their fetch time until
+-- their first check (upsert.lua), re-scored by take_due_checks.lua when taken or examined;
+-- entries of records that left those states are removed lazily (there, or by delete_rec).
 local function checks_key(u) return named_key('checks', u) end
 
 local function index_keys(rec)

@@ -13,7 +13,7 @@ local function delete_rec(pid, rec)
   zrem(expiry_key(rec.u), pid)
   drop_owner(pid)
   hdel(OUTCOMES, pid)  -- report_outcome.lua: an outcome lives with its record
-  if rec.s == 'extracted' then zrem(checks_key(rec.u), pid) end  -- extract left it (records.lua)
+  zrem(checks_key(rec.u), pid)  -- whatever track_begin left there (records.lua)
   track_end(pid, t, rec.u, nil, nil)
 end
 

@@ -68,6 +68,7 @@ class Differential(RuleBasedStateMachine):
         client = redis.Redis.from_url(self.redis_url, socket_timeout=10)
         options = PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}", **OPTIONS)
         self.redis = RedisPool(client, options, clock=self.clock)
+        self.redis_client = client
         self.sessions: dict[str, str] = {}
         self.extracted = 0  # proxies handed out so far: steers the search (teardown)
         self.due = 0  # proxies listed as due for a recheck: steers it too
@@ -286,11 +287,14 @@ class Differential(RuleBasedStateMachine):
         min_remaining=st.sampled_from([0, 20]),
         limit=st.integers(1, 4),
         later=st.sampled_from([0, 5, 30, 60]),
+        available=st.sampled_from([True, True, False]),
     )
-    def take_due_checks(self, upstream, interval, fraction, min_remaining, limit, later) -> None:
+    def take_due_checks(
+        self, upstream, interval, fraction, min_remaining, limit, later, available
+    ) -> None:
         # Proxies here live 10-90 s: seconds, not the defaults' minutes. The caller's "now"
         # may lie ahead of the clock (a listing names its own instant), so checks have aged.
-        policy = RecheckPolicy(interval * SEC, fraction, min_remaining * SEC)
+        policy = RecheckPolicy(interval * SEC, fraction, min_remaining * SEC, available)
         now = self.clock.now() + later * SEC
         status, result = self.both(lambda p: p.take_due_checks(upstream, now, policy, limit))
         if status == "ok":
@@ -306,6 +310,20 @@ class Differential(RuleBasedStateMachine):
         if hasattr(self, "memory"):
             target(float(self.extracted), label="proxies extracted")
             target(float(self.due), label="proxies due for a recheck")
+
+    @invariant()
+    def recheck_indexes_agree(self) -> None:
+        """The checks index is not read whole by any port, and what is left in it decides
+        later answers: members and scores must agree on both sides at every step."""
+        if not hasattr(self, "memory"):
+            return
+        for upstream in UPSTREAMS:
+            zset = self.memory._state.checkable.get(upstream)
+            mine = [] if zset is None else zset.first(10_000)
+            key = f"{self.redis.options.prefix}:{{activity}}:checks:{upstream}"
+            theirs = [(m.decode(), int(score)) for m, score in
+                      self.redis_client.zrange(key, 0, -1, withscores=True)]  # fmt: skip
+            assert mine == theirs, upstream
 
     @invariant()
     def counts_agree(self) -> None:

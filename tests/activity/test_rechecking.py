@@ -131,3 +131,27 @@ def test_held_proxies_are_never_probed_and_a_login_no_probe_can_carry_is_unhealt
     assert (report.listed, report.checked) == (2, 1)  # "held" not listed; the login unprobed
     assert report.states == {"available": 1, "unhealthy": 1}
     assert target.requests == before + 1
+
+
+def test_a_result_from_a_state_another_check_changed_is_ignored(harness, proxies, target):
+    """Two checkers on one proxy (its hold ran out): the other's pass lands first, then this
+    one's failure, computed as a SUSPECT proxy's second failure (UNHEALTHY), is ignored."""
+    http, _ = proxies
+    harness.stock(("a", "http", http.port, "demo1", "pw1"))
+    harness.pool.apply_health([HealthUpdate("a", ProxyState.SUSPECT, harness.clock.now())])
+    harness.clock.advance(MIN)
+    real = harness.pool
+
+    class OtherCheckerFirst:
+        def take_due_checks(self, *args):
+            listed = real.take_due_checks(*args)
+            real.apply_health([HealthUpdate("a", ProxyState.AVAILABLE, harness.clock.now())])
+            return listed
+
+        def apply_health(self, updates):
+            return real.apply_health(updates)
+
+    report = recheck("u1", pool=OtherCheckerFirst(), check=CheckTarget(target.url("/status/500")),
+                     timeout=2, concurrency=10, clock=harness.clock, limit=10)  # fmt: skip
+    assert report.states == {"unhealthy": 1} and report.health.ignored == 1
+    assert harness.extractable() == ["a"]  # the other checker's pass stands

@@ -317,6 +317,25 @@ def test_key_lifetimes_only_grow(redis_url):
     assert client.pttl(ns + "epoch") >= session_floor
 
 
+def test_an_exits_failure_count_and_suspicion_outlive_the_pools_horizon(redis_url):
+    """Key lifetimes: passive health's entries (in the quarantine hash and its expiry index)
+    keep those keys alive to their ends, as a quarantine does, also past every record and
+    past a shorter ban of the same call's keys."""
+    pool, clock = _pool(redis_url)
+    now = clock.now()
+    _stock(pool, now, 1, ttl=2 * MIN)
+    [taken] = pool.extract(ExtractRequest("c1", 1)).proxies
+    pool.report_outcome(OutcomeReport("c1", taken.proxy_id, Outcome.TIMEOUT, now))
+    client = redis.Redis.from_url(redis_url)
+    ns = f"{pool.options.prefix}:{{activity}}:"
+    window_ms = pool.options.failure_window.total_seconds() * 1000
+    for name in ("quarantine", "quarantine-expiry"):
+        assert client.pttl(ns + name) >= window_ms - 60_000, name
+    assert client.hlen(ns + "quarantine") == 1  # the count; no banned host
+    client.close()
+    pool.close()
+
+
 def test_a_quarantine_outlives_the_pools_horizon_and_an_outcome_its_record(redis_url):
     """Key lifetimes: quarantine keys live to the quarantine's end even when every record
     expires sooner; the outcome goes with its record."""

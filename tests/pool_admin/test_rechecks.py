@@ -42,9 +42,10 @@ def test_the_dispatch_sends_a_check_for_each_upstream_whose_proxies_are_probed(t
     off, _ = ProviderAccount.objects.get_or_create(name="off", enabled=False)
     configure("account-off", "http://vendor.invalid/", target, account=off)
     sent: list[str] = []
-    assert rechecks.dispatch_checks(sent.append) == 1
-    assert sent == ["probed"]
-    assert rechecks.run_checks("trusted") is None
+    assert rechecks.dispatch_checks(sent.append) == 2
+    assert sent == ["probed", "trusted"]  # a trusted provider's: unchecked and SUSPECT only
+    assert rechecks.policy_of(Upstream.objects.get(name="trusted")).available is False
+    assert rechecks.run_checks("disabled") is None
     assert rechecks.run_checks("gone") is None
 
 
