@@ -118,6 +118,9 @@ class EventStream:
     def dropped(self) -> int:
         return self._dropped
 
+    def queued(self) -> int:
+        return len(self._queue)
+
     def sent(self) -> int:
         return self._sent
 
@@ -141,3 +144,8 @@ def dropped_events() -> int:
 
 def sent_events() -> int:
     return _stream.sent()
+
+
+def queued_events() -> int:
+    """Events waiting in this process for the sending thread."""
+    return _stream.queued()
