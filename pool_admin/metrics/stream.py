@@ -52,6 +52,7 @@ class EventStream:
         self._warned_at = 0.0
         self._thread: threading.Thread | None = None
         self._client: redis.Redis | None = None
+        self._url = ""
 
     def emit(self, kind: str, fields: dict[str, Any]) -> None:
         try:
@@ -95,10 +96,11 @@ class EventStream:
         self._warn()
 
     def _redis(self) -> redis.Redis:
-        if self._client is None:
+        url = settings.METRICS_REDIS_URL
+        if self._client is None or self._url != url:  # a changed setting (tests) is followed
             # Short timeouts: the sending thread must not hang on a Redis that is gone.
-            self._client = redis.Redis.from_url(settings.METRICS_REDIS_URL, socket_timeout=2,
-                                                socket_connect_timeout=1)  # fmt: skip
+            self._client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=1)
+            self._url = url
         return self._client
 
     def _count_dropped(self, n: int) -> None:

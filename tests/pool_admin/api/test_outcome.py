@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +15,8 @@ from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.models import UpstreamQuality
 from pool_admin.config.quality import minute_of
 from pool_admin.localservices import free_port
+from pool_admin.metrics import stream
+from pool_admin.metrics.stream import flush_events
 from tests.harness.metrics import drain_metrics
 from tests.pool_admin.api.conftest import PROXY_PASSWORD, make_seeder
 from tests.pool_admin.api.test_extract import assert_problem
@@ -202,6 +205,33 @@ def test_postgres_down_neither_fails_the_report_nor_loses_its_count(api, make_cl
     assert quality() == (0, 1, 0, 0)  # PostgreSQL is back: the consumer adds what waited
     assert report(client, pid, {"outcome": "banned"}).json()["replayed"] is True
     assert quality() == (0, 1, 0, 0)  # a replay is not counted again
+
+
+@pytest.mark.fault
+def test_the_streams_redis_stopped_costs_the_event_not_the_answer(
+    api, make_client, seed, private_redis, settings, caplog
+):
+    """The usage stream on a Redis of its own, stopped: the report answers 200 without waiting
+    on it; the event that could not be sent is counted and a warning says so."""
+    server = private_redis()
+    settings.METRICS_REDIS_URL = server.url
+    seed(n=2)
+    client = api(make_client().plaintext)
+    first, second = take(client, 2)
+    server.stop()
+    caplog.set_level(logging.WARNING, logger="pool_admin.metrics.stream")
+    before = stream.dropped_events()
+    started = time.monotonic()
+    assert report(client, first, {"outcome": "timeout"}).status_code == 200
+    assert time.monotonic() - started < 1  # the answer never waited on the stream's Redis
+    stream._stream._warned_at = 0.0  # say it now, not up to 10 s later
+    flush_events()
+    assert stream.dropped_events() == before + 1
+    assert any("1 events dropped" in r.getMessage() for r in caplog.records)
+    server.start()
+    assert report(client, second, {"outcome": "ok"}).status_code == 200
+    flush_events()
+    assert redis.Redis.from_url(server.url).xlen(settings.METRICS_STREAM) == 1
 
 
 @pytest.mark.fault
