@@ -6,6 +6,7 @@ variable's name. One Redis URL per role: the activity pool, metrics, the Celery 
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -79,6 +80,13 @@ METRICS_REDIS_URL = env_url("METRICS_REDIS_URL", REDIS_URL, _REDIS_SCHEMES)
 # prefix, so two deployments on one Redis keep apart), bounded with MAXLEN ~ (about 150 bytes
 # an entry); its consumer group and dead-letter stream.
 METRICS_STREAM_MAXLEN = env_int("METRICS_STREAM_MAXLEN", 500_000, minimum=1_000)
+# Who may scrape GET /metrics: client addresses in these networks (default: loopback only).
+METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
+for _network in METRICS_ALLOWED_NETWORKS:
+    try:
+        ipaddress.ip_network(_network)
+    except ValueError:
+        raise EnvError(f"METRICS_ALLOWED_NETWORKS: {_network!r} is not a network") from None
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, _REDIS_SCHEMES)
 # Key prefix of the activity pool's namespace in Redis (PoolOptions.prefix).
 POOL_PREFIX = env_str("POOL_PREFIX", "pp")

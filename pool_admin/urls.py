@@ -1,10 +1,11 @@
-"""URL routes: admin, health/readiness, the client API, OpenAPI schema and its UI."""
+"""URL routes: admin, health/readiness, metrics, the client API, OpenAPI schema and its UI."""
 
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from pool_admin import demo, health
+from pool_admin.metrics import exposition
 
 admin.site.site_header = "Proxy Pool"
 admin.site.site_title = "Proxy Pool"
@@ -14,6 +15,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    # Prometheus (loopback only unless METRICS_ALLOWED_NETWORKS says otherwise).
+    path("metrics", exposition.metrics_view, name="metrics"),
     path("api/v1/", include("pool_admin.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves Swagger UI's start-up script as a file (?script), not inline: the

@@ -49,6 +49,7 @@ class EventStream:
         self._dropped = 0
         self._sent = 0
         self._unwarned = 0
+        self._unreported = 0
         self._warned_at = 0.0
         self._thread: threading.Thread | None = None
         self._client: redis.Redis | None = None
@@ -65,6 +66,7 @@ class EventStream:
             if len(self._queue) >= MAX_QUEUED:
                 self._dropped += 1
                 self._unwarned += 1
+                self._unreported += 1
                 return
             self._queue.append(entry)
             if self._thread is None:
@@ -93,7 +95,21 @@ class EventStream:
                     self._sent += len(part)
             except redis.RedisError:
                 self._count_dropped(len(part))
+        self._report_drops()
         self._warn()
+
+    def _report_drops(self) -> None:
+        """Add the drops not reported yet to the deployment's total in the stream's Redis
+        (GET /metrics reads it); when it does not answer, they wait for the next flush."""
+        with self._lock:
+            n, self._unreported = self._unreported, 0
+        if not n:
+            return
+        try:
+            self._redis().incrby(dropped_key(), n)
+        except redis.RedisError:
+            with self._lock:
+                self._unreported += n
 
     def _redis(self) -> redis.Redis:
         url = settings.METRICS_REDIS_URL
@@ -107,6 +123,7 @@ class EventStream:
         with self._lock:
             self._dropped += n
             self._unwarned += n
+            self._unreported += n
 
     def _warn(self) -> None:
         with self._lock:
@@ -125,6 +142,11 @@ class EventStream:
 
     def sent(self) -> int:
         return self._sent
+
+
+def dropped_key() -> str:
+    """The deployment's count of dropped events, in the stream's Redis (a STRING, INCRBY)."""
+    return f"{settings.METRICS_STREAM}:dropped"
 
 
 _stream = EventStream()

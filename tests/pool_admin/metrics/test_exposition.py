@@ -1,0 +1,103 @@
+"""GET /metrics: Prometheus' text format, parsed by Prometheus' own parser; the pool's and the
+usage pipeline's families, named by Prometheus' rules; loopback only by default."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
+from pool_admin.config.models import ProviderAccount, Upstream
+from pool_admin.metrics import exposition
+from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
+from pool_admin.pool import get_pool
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+
+@pytest.fixture(autouse=True)
+def _fresh(filling_pool, settings, redis_url):
+    settings.METRICS_REDIS_URL = redis_url
+    exposition.clear_cache()
+    yield
+    exposition.clear_cache()
+
+
+def scrape(address: str = "127.0.0.1"):
+    return Client(REMOTE_ADDR=address).get("/metrics")
+
+
+def families(body: bytes) -> dict[str, list[tuple[dict[str, str], float]]]:
+    return {
+        f.name: [(s.labels, s.value) for s in f.samples]
+        for f in text_string_to_metric_families(body.decode())
+    }
+
+
+def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
+    account = ProviderAccount.objects.create(name="acme")
+    for name in ("acme-a", "acme-b"):
+        Upstream.objects.create(
+            name=name, account=account, kind="preset", preset="webshare_list",
+            endpoint_url="http://vendor.invalid/",
+        )  # fmt: skip
+    now = datetime.now(UTC)
+    expires = now + timedelta(minutes=5)
+    proxies = [
+        FetchedProxy(f"p{n}", f"k{n}", "10.0.0.1", 8000 + n, "http", expires, max_concurrency=2)
+        for n in range(3)
+    ]
+    pool = get_pool()
+    pool.upsert_fetched(FetchedBatch("acme-a", proxies, 100, timedelta(seconds=5), now))
+    pool.apply_health([HealthUpdate("p0", ProxyState.AVAILABLE, now)])
+    emit_event("outcome", upstream="acme-a", outcome="ok")
+    flush_events()
+    redis.Redis.from_url(redis_url).incrby(dropped_key(), 3)
+
+    response = scrape()
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=")  # Prometheus' text
+    got = families(response.content)
+    assert got["proxypool_upstream_unextracted_proxies"] == [
+        ({"upstream": "acme-a"}, 3.0),
+        ({"upstream": "acme-b"}, 0.0),
+    ]
+    assert ({"upstream": "acme-a"}, 3.0) in got["proxypool_upstream_managed_proxies"]
+    assert ({"upstream": "acme-a"}, 2.0) in got["proxypool_upstream_available_slots"]
+    assert got["proxypool_upstream_read_errors"] == [({}, 0.0)]
+    assert got["proxypool_usage_stream_entries"] == [({}, 1.0)]
+    assert got["proxypool_usage_events_dropped"] == [({}, 3.0)]  # the _total sample
+    assert "proxypool_usage_dead_letter_entries" in got
+    # Prometheus' rules: the prefix, and no label but the upstream (no proxy, IP or session).
+    assert all(name.startswith("proxypool_") for name in got)
+    assert {key for samples in got.values() for labels, _ in samples for key in labels} <= {
+        "upstream"
+    }
+    assert b"proxypool_usage_events_dropped_total 3.0" in response.content
+
+
+def test_a_scrape_is_read_at_most_once_per_few_seconds():
+    first = scrape().content
+    Upstream.objects.create(name="later", account=ProviderAccount.objects.create(name="x"),
+                            kind="preset", preset="webshare_list",
+                            endpoint_url="http://vendor.invalid/")  # fmt: skip
+    assert scrape().content == first  # cached: the new upstream shows on a later scrape
+    exposition.clear_cache()
+    assert b'upstream="later"' in scrape().content
+
+
+@pytest.mark.parametrize("address", ["10.1.2.3", "192.168.0.9", "2001:db8::1", "not-an-ip"])
+def test_only_allowed_networks_may_scrape(address):
+    response = scrape(address)
+    assert response.status_code == 403
+    assert b"proxypool_" not in response.content
+
+
+def test_the_allowed_networks_are_a_setting(settings):
+    settings.METRICS_ALLOWED_NETWORKS = ["10.0.0.0/8"]
+    assert scrape("10.1.2.3").status_code == 200
+    assert scrape("127.0.0.1").status_code == 403
