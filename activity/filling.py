@@ -211,8 +211,8 @@ def _endpoints(
                 if proxy.secret_ref is not None:
                     login = credentials.resolve(proxy.secret_ref)
                     username, password = login.username, login.password
-                protocol = "socks5" if proxy.protocol.startswith("socks") else "http"
-                endpoint = ProxyEndpoint(proxy.host, proxy.port, protocol, username, password)
+                endpoint = ProxyEndpoint.of(proxy.host, proxy.port, proxy.protocol, username,
+                                            password)  # fmt: skip
             except (CredentialUnavailable, ValueError):
                 out.append((proxy, None))
                 continue

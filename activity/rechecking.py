@@ -53,6 +53,15 @@ class RecheckReport:
     #: False: more may be due than one call listed (call again).
     complete: bool = True
 
+    def add(self, later: RecheckReport) -> None:
+        """Count a later call's report in this one (a run of several rounds)."""
+        self.listed += later.listed
+        self.checked += later.checked
+        for state, n in later.states.items():
+            self.states[state] = self.states.get(state, 0) + n
+        self.health += later.health
+        self.complete = later.complete
+
 
 def recheck(
     upstream_id: str,
@@ -100,9 +109,8 @@ def recheck(
 def _endpoint(item: DueCheck) -> ProxyEndpoint | None:
     """Where to probe the proxy; None when it cannot be probed as stored (a SOCKS5 login over
     255 bytes)."""
-    protocol = "socks5" if item.protocol.startswith("socks") else "http"
     try:
-        return ProxyEndpoint(item.host, item.port, protocol, item.username, item.password)
+        return ProxyEndpoint.of(item.host, item.port, item.protocol, item.username, item.password)
     except ValueError:
         return None
 

@@ -80,7 +80,7 @@ def run_checks(upstream_name: str) -> RecheckReport | None:
             upstream.name, pool=pool, check=target, timeout=upstream.check_timeout_ms / 1000,
             concurrency=CHECK_CONCURRENCY, clock=clock, limit=CHECK_CONCURRENCY, policy=policy,
         )  # fmt: skip
-        _add(total, report)
+        total.add(report)
         spent = time.monotonic() - started >= settings.CHECK_DISPATCH_PERIOD.total_seconds()
         if report.complete or not report.listed or spent:
             break
@@ -89,12 +89,3 @@ def run_checks(upstream_name: str) -> RecheckReport | None:
                     total.checked, total.states,
                     "" if total.complete else ", more are due")  # fmt: skip
     return total
-
-
-def _add(total: RecheckReport, part: RecheckReport) -> None:
-    total.listed += part.listed
-    total.checked += part.checked
-    for state, n in part.states.items():
-        total.states[state] = total.states.get(state, 0) + n
-    total.health += part.health
-    total.complete = part.complete

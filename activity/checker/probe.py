@@ -70,6 +70,16 @@ class ProxyEndpoint:
         ):
             raise ValueError("SOCKS5 credentials are 1-255 bytes each")
 
+    @classmethod
+    def of(
+        cls, host: str, port: int, pool_protocol: str, username: str | None, password: str | None
+    ) -> ProxyEndpoint:
+        """The endpoint of a pool proxy: its protocol as the pool names it (``socks5``,
+        ``socks5h``, ... are probed over SOCKS5, the rest as HTTP proxies). ValueError when it
+        cannot be probed as given (a SOCKS5 login over 255 bytes)."""
+        protocol = "socks5" if pool_protocol.startswith("socks") else "http"
+        return cls(host, port, protocol, username, password)
+
 
 @dataclass(frozen=True)
 class CheckTarget:
