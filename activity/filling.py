@@ -85,6 +85,9 @@ class FillReport:
     #: Proxies by the state their check gave (AVAILABLE for a trusted provider's).
     states: dict[str, int] = field(default_factory=dict)
     health: HealthResult | None = None
+    #: Sum of the checks' measured latencies (ms) and how many were measured.
+    latency_ms: int = 0
+    timed: int = 0
 
 
 def fill(
@@ -164,6 +167,9 @@ def fill(
             total = _apply(pool, checked, total)
     for update in updates:
         report.states[update.state.value] = report.states.get(update.state.value, 0) + 1
+        if update.latency_ms is not None:
+            report.latency_ms += update.latency_ms
+            report.timed += 1
     report.health = total
     return report
 

@@ -52,6 +52,9 @@ class RecheckReport:
     health: HealthResult = field(default_factory=HealthResult)
     #: False: more may be due than one call listed (call again).
     complete: bool = True
+    #: Sum of the probes' measured latencies (ms) and how many were measured.
+    latency_ms: int = 0
+    timed: int = 0
 
     def add(self, later: RecheckReport) -> None:
         """Count a later call's report in this one (a run of several rounds)."""
@@ -61,6 +64,8 @@ class RecheckReport:
             self.states[state] = self.states.get(state, 0) + n
         self.health += later.health
         self.complete = later.complete
+        self.latency_ms += later.latency_ms
+        self.timed += later.timed
 
 
 def recheck(
@@ -121,3 +126,6 @@ def _apply(pool: RecheckingPool, updates: list[HealthUpdate], report: RecheckRep
     report.health += pool.apply_health(updates)  # at most limit <= max_health_batch updates
     for update in updates:
         report.states[update.state.value] = report.states.get(update.state.value, 0) + 1
+        if update.latency_ms is not None:
+            report.latency_ms += update.latency_ms
+            report.timed += 1

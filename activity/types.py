@@ -345,6 +345,9 @@ class ExtractedProxy:
     username: str | None = None
     password: str | None = field(default=None, repr=False)
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: When a provider's response last listed it (its insert, or its latest refresh): the
+    #: usage metrics' time from fetch to first use.
+    fetched_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,6 +469,15 @@ class UpstreamInventory:
 
 
 @dataclass(frozen=True, slots=True)
+class ExpiredTally:
+    """One upstream's records removed at their hard expiry: used (extracted, or assigned to a
+    worker) or never used (paid for and wasted)."""
+
+    used: int = 0
+    unused: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SweepResult:
     #: Records past their hard expiry that were removed.
     expired: int = 0
@@ -476,6 +488,9 @@ class SweepResult:
     #: Expired quarantine entries (of banned exits, and exits' failure counts and
     #: suspicions) removed.
     quarantines: int = 0
+    #: Every record removed at its expiry since the previous sweep, wherever it was cleaned
+    #: (a write's cleaning too), by upstream: taken, so each is told once (usage metrics).
+    tally: Mapping[str, ExpiredTally] = field(default_factory=dict)
 
 
 class Outcome(StrEnum):

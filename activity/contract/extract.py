@@ -76,6 +76,16 @@ class TestExtract:
         assert (result.requested, result.returned, result.replayed) == (5, 2, False)
         assert h.pool.inventory("u1") == 0
 
+    def test_a_proxy_says_when_a_provider_last_listed_it(self, make_pool: PoolFactory):
+        """fetched_at: its insert's fetch time, or its latest refresh's (usage metrics)."""
+        h = make_pool()
+        first = h.now
+        h.stock("a", "b")
+        h.advance(timedelta(seconds=30))
+        h.upsert([h.proxy("b")])  # listed again: refreshed
+        taken = {p.proxy_id: p.fetched_at for p in h.take(2).proxies}
+        assert taken == {"a": first, "b": first + timedelta(seconds=30)}
+
     def test_partial_with_nothing_is_an_empty_answer(self, make_pool: PoolFactory):
         """独占提取 step 5: a complete scan that finds nothing is an empty result, not an error."""
         h = make_pool()

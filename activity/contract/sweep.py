@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
 import pytest
 
 from activity.contract.harness import PoolFactory, ids
 from activity.errors import InvalidRequest, ScanBudgetExhausted
-from activity.types import ExtractMode, PoolOptions
+from activity.types import ExpiredTally, ExtractMode, PoolOptions
 
 SEC = timedelta(seconds=1)
 MIN = timedelta(minutes=1)
@@ -43,6 +44,42 @@ class TestSweep:
         assert h.pool.upstream_inventory("u1").managed == 0
         h.stock("a")
         assert h.pool.inventory("u1") == 1
+
+    def test_sweep_takes_the_tally_of_expired_records_used_or_not(self, make_pool: PoolFactory):
+        """Usage metrics: every record removed at expiry since the last sweep, by upstream, used
+        (extracted, or assigned to a worker) or never used; told once."""
+        h = make_pool()
+        h.stock("a", "b", "c", "d", ttl=MIN)
+        h.stock("e", upstream="u2", ttl=MIN)
+        h.stock("live", ttl=10 * MIN)
+        assert [p.proxy_id for p in h.take(1, upstream="u1").proxies] == ["a"]
+        h.pool.assign(h.now, "b", "w1", 10 * MIN)
+        h.advance(2 * MIN)
+        first = h.pool.sweep(100)
+        assert first.expired == 5
+        assert first.tally == {"u1": ExpiredTally(used=2, unused=2), "u2": ExpiredTally(0, 1)}
+        assert h.pool.sweep(100).tally == {}
+
+    def test_the_tally_counts_what_any_write_cleaned(self, make_pool: PoolFactory):
+        """A record a write's own cleaning removed (an upsert, an extract) is tallied too, and
+        bounded sweeps that leave more for later add up to every record once."""
+        h = make_pool()
+        h.stock("a", "b", ttl=MIN)
+        h.stock("x", "y", "z", upstream="u2", ttl=MIN)
+        h.advance(2 * MIN)
+        h.stock("c")  # the upsert cleans expired records first (its own upstream's, at least)
+        swept, used, unused = 0, Counter[str](), Counter[str]()
+        for _ in range(5):
+            result = h.pool.sweep(2)
+            swept += result.expired
+            for upstream, tally in result.tally.items():
+                used[upstream] += tally.used
+                unused[upstream] += tally.unused
+            if not result.more:
+                break
+        assert swept < 5  # the upsert removed some: the sweeps still told them
+        assert (dict(used), dict(unused)) == ({"u1": 0, "u2": 0}, {"u1": 2, "u2": 3})
+        assert h.pool.sweep(10).tally == {}
 
     def test_inventory_is_exact_before_sweep_runs(self, make_pool: PoolFactory):
         """库存真值: inventory never counts a proxy past its hard expiry, swept or not."""

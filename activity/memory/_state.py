@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from activity.memory._records import (
     StoredOutcome,
     Ticket,
 )
-from activity.types import MANAGED_STATES, PoolOptions, ProxyState
+from activity.types import MANAGED_STATES, ExpiredTally, PoolOptions, ProxyState
 
 _K = TypeVar("_K", str, tuple[str, str])
 #: States an idle proxy is rechecked in (``take_due_checks``): the pair of lua/lib/records.lua's
@@ -71,6 +72,8 @@ class PoolState:
     inventory: dict[str, int] = field(default_factory=dict)  # upstream -> unextracted records
     managed: dict[str, int] = field(default_factory=dict)  # upstream -> MANAGED_STATES records
     owners: dict[str, Owner] = field(default_factory=dict)
+    #: (upstream, used) -> records removed at expiry since the last sweep took the tally.
+    expired_tally: Counter[tuple[str, bool]] = field(default_factory=Counter)
     owner_expiry: ZSet = field(default_factory=ZSet)  # proxy ID -> lease end ms
     owned: dict[str, ZSet] = field(default_factory=dict)  # upstream -> assigned AVAILABLE
     #: upstream -> proxies to check again (take_due_checks): unassigned AVAILABLE and SUSPECT
@@ -201,9 +204,21 @@ class PoolState:
         """
         due = (self.expiry if expiry is None else expiry).at_most(now_ms, limit + 1)
         for pid in due[:limit]:
-            self.delete(self.records[pid])
+            rec = self.records[pid]
+            used = rec.state is ProxyState.EXTRACTED or pid in self.owners
+            self.expired_tally[(rec.upstream_id, used)] += 1  # clean_expired in lua/lib/sweep.lua
+            self.delete(rec)
         self._purge_replays(now_ms)
         return min(len(due), limit), len(due) > limit
+
+    def take_expired_tally(self) -> dict[str, ExpiredTally]:
+        """The records removed at expiry since the last call, by upstream; the tally restarts."""
+        taken: dict[str, ExpiredTally] = {}
+        for upstream in sorted({u for u, _ in self.expired_tally}):
+            tally = self.expired_tally
+            taken[upstream] = ExpiredTally(tally[(upstream, True)], tally[(upstream, False)])
+        self.expired_tally.clear()
+        return taken
 
     def clean_for_read(self, upstream_id: str, now_ms: int) -> None:
         """Reads that must be exact first clean what expired; too much to clean fails closed."""

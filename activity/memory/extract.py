@@ -185,4 +185,5 @@ def _extracted(rec: Record) -> ExtractedProxy:
         username=rec.username,
         password=rec.password,
         labels=dict(rec.labels),
+        fetched_at=from_ms(rec.fetched_ms),
     )

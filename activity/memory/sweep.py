@@ -28,4 +28,5 @@ class Sweeper:
                 sessions=sessions,
                 more=more_records or more_sessions or more_quarantines,
                 quarantines=quarantines,
+                tally=s.take_expired_tally(),
             )

@@ -126,6 +126,7 @@ class Upserts:
         else:
             with s.tracking(rec):
                 _apply_candidate(rec, cand)
+                rec.fetched_ms = batch.fetched_ms  # as upsert.lua's new static JSON says
                 self._set_expiry(rec)
                 owner = s.owners.get(rec.proxy_id)
                 if owner is not None and owner.lease_ms > rec.usable_ms:

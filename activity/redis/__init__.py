@@ -20,10 +20,12 @@ from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
 from activity.errors import InvalidBatch, InvalidRequest
 from activity.redis._codec import (
+    as_dict,
     as_list,
     assignment,
     candidate,
     due_check,
+    expired_tally,
     extracted,
     quota_arg,
     static_record,
@@ -329,6 +331,7 @@ class RedisPool:
             int(reply["sessions"]),
             bool(reply["more"]),
             int(reply["quarantines"]),
+            expired_tally(as_dict(reply["tally"])),
         )
 
     # ------------------------------------------------------------------ OutcomeStore

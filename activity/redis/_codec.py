@@ -14,6 +14,7 @@ from activity.types import (
     Assignment,
     DrainTicket,
     DueCheck,
+    ExpiredTally,
     ExtractedProxy,
     ProxyState,
     RuntimeEntry,
@@ -46,6 +47,15 @@ def as_dict(value: Any) -> dict[str, Any]:
 # and handed back verbatim: Lua never spends time on JSON for it (docs/PERFORMANCE.md).
 _STATIC = ("id", "u", "k", "h", "p", "pr", "r", "c", "m", "e", "uu", "f", "un", "pw", "lb")
 _AT = {name: index for index, name in enumerate(_STATIC)}
+
+
+def expired_tally(reply: dict[str, Any]) -> dict[str, ExpiredTally]:
+    """sweep.lua's tally, {"<upstream>|used": n, "<upstream>|unused": n}, by upstream."""
+    counts: dict[str, list[int]] = {}
+    for name, n in reply.items():
+        upstream, _, kind = str(name).rpartition("|")
+        counts.setdefault(upstream, [0, 0])[0 if kind == "used" else 1] += int(n)
+    return {u: ExpiredTally(used, unused) for u, (used, unused) in sorted(counts.items())}
 
 
 def candidate(c: v.PreparedProxy) -> list[object]:
@@ -99,6 +109,7 @@ def extracted(p: list[Any]) -> ExtractedProxy:
         username=p[_AT["un"]],
         password=p[_AT["pw"]],
         labels={str(k): str(val) for k, val in p[_AT["lb"]]},
+        fetched_at=from_ms(int(p[_AT["f"]])),
     )
 
 

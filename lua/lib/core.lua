@@ -27,7 +27,7 @@
 local LAYOUT = '1'
 local META, NS, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT
 local OWN, OWN_EXP, TICKETS, EPOCH, SESS, SESS_EXP, RT, RT_EXP, GEN, FIXED
-local OUTCOMES, QUAR, QUAR_EXP, QUAR_EXITS
+local OUTCOMES, QUAR, QUAR_EXP, QUAR_EXITS, EXPIRED_COUNTS
 local function k(name) return NS .. name end
 
 -- Keys this call touched whose lifetime must reach the pool's horizon (see touch/finish).
@@ -220,6 +220,20 @@ local function flush_counts()
   pending = {}
 end
 
+-- A counters hash's values, with this call's pending changes, and the hash emptied: what a
+-- reader takes out (the expiry tally that sweep.lua hands to the usage metrics). Bounded by
+-- the hash's own size (a field per upstream and kind).
+local function take_counts(hash)
+  local taken = {}
+  local flat = redis.call('HGETALL', hash)
+  for i = 1, #flat, 2 do taken[flat[i]] = tonumber(flat[i + 1]) end
+  for field, delta in pairs(pending[hash] or {}) do taken[field] = (taken[field] or 0) + delta end
+  pending[hash] = nil
+  stored_counts = {}  -- HGETs cached by `counter` read the hash before it was emptied
+  redis.call('DEL', hash)
+  return taken
+end
+
 -- Key lifetimes. `meta.horizon` is the latest hard expiry the pool has held (caller clock, ms)
 -- and only grows. Every key lives at least until the horizon plus a grace, set as a relative
 -- TTL (a caller clock far from the server's is harmless), and lifetimes only ever grow: a
@@ -310,6 +324,7 @@ local function bind(meta)
     RT, RT_EXP, GEN = k('worker-runtime'), k('worker-runtime-expiry'), k('session-generation')
     OUTCOMES, QUAR = k('outcomes'), k('quarantine')
     QUAR_EXP, QUAR_EXITS = k('quarantine-expiry'), k('quarantine-exits')
+    EXPIRED_COUNTS = k('expired-counts')
     FIXED = {META, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT, OWN, OWN_EXP, TICKETS,
              EPOCH, GEN}
   end
