@@ -39,6 +39,7 @@ from activity.scheduler import Claim, NoClaim, RequestOutcome
 from activity.scheduler.redis import RedisScheduler
 from pool_admin import alerts
 from pool_admin.config.models import Alert, ProviderAccount, Upstream
+from pool_admin.metrics.stream import emit_event
 from pool_admin.pool import fetch_credentials, get_pool
 
 logger = logging.getLogger(__name__)
@@ -191,6 +192,7 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
                     keep_alive=lambda: _keep_alive(claim, clock),
                 )  # fmt: skip
             _record_alerts(upstream, report)
+            _emit_usage(upstream.name, report)
             logger.log(
                 logging.INFO if report.reconcile.asked else logging.DEBUG,
                 "fetch %s: asked %d, inserted %d, refreshed %d, checked %d, states %s",
@@ -234,6 +236,25 @@ def _keep_alive(claim: Claim, clock: SystemClock) -> None:
     except LeaseLost:
         logger.warning("fetch %s: its lease ended before its checks did; checking on",
                        claim.upstream_id)  # fmt: skip
+
+
+def _emit_usage(upstream: str, report: FillReport) -> None:
+    """A fetch that asked its vendor: what came and what was taken, on the usage stream; and
+    its intake checks, when it ran any."""
+    r = report.reconcile
+    if not r.asked:
+        return
+    dropped = {reason.value: n for reason, n in r.dropped.items()}
+    dropped |= {"beyond_ask": r.beyond_ask, "duplicate": r.duplicates,
+                "over_capacity": r.over_capacity, "conflict": r.conflicts,
+                "quarantined": r.quarantined, "rejected": r.rejected,
+                "terminal": r.skipped_terminal}  # fmt: skip
+    emit_event("fetch", upstream=upstream, received=r.received, inserted=r.inserted,
+               refreshed=r.refreshed, available=report.states.get("available", 0),
+               dropped={reason: n for reason, n in dropped.items() if n})  # fmt: skip
+    if report.checked:
+        emit_event("check", upstream=upstream, source="intake", states=report.states,
+                   latency_ms=report.latency_ms, timed=report.timed)  # fmt: skip
 
 
 def _record_alerts(upstream: Upstream, report: FillReport) -> None:

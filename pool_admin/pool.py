@@ -17,7 +17,7 @@ from datetime import timedelta
 import redis
 from django.conf import settings
 
-from activity import PoolOptions
+from activity import PoolOptions, SweepResult
 from activity.clock import Clock
 from activity.credentials import FetchCredentials
 from activity.redis import RedisPool
@@ -34,6 +34,18 @@ def target() -> tuple[str, str]:
     if _override is not None:
         return _override
     return settings.REDIS_URL, settings.POOL_PREFIX
+
+
+def sweep_pool(limit: int) -> SweepResult:
+    """One bounded sweep; the records it reports removed at expiry (since the previous sweep,
+    wherever they were cleaned) go to the usage stream, used or not, per upstream. Every
+    sweep goes through here: a sweep takes that tally, and one not told is lost."""
+    from pool_admin.metrics.stream import emit_event
+
+    result = get_pool().sweep(limit)
+    for upstream, tally in result.tally.items():
+        emit_event("expired", upstream=upstream, used=tally.used, unused=tally.unused)
+    return result
 
 
 def get_pool() -> RedisPool:

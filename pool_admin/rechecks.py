@@ -29,6 +29,7 @@ from activity.rechecking import RecheckReport, recheck
 from activity.types import RecheckPolicy
 from pool_admin.config.models import Upstream
 from pool_admin.filling import CHECK_CONCURRENCY
+from pool_admin.metrics.stream import emit_event
 from pool_admin.pool import get_pool
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,8 @@ def run_checks(upstream_name: str) -> RecheckReport | None:
         if report.complete or not report.listed or spent:
             break
     if total.listed:
+        emit_event("check", upstream=upstream.name, source="recheck", states=total.states,
+                   latency_ms=total.latency_ms, timed=total.timed)  # fmt: skip
         logger.info("recheck %s: %d due, %d probed, states %s%s", upstream.name, total.listed,
                     total.checked, total.states,
                     "" if total.complete else ", more are due")  # fmt: skip

@@ -77,9 +77,10 @@ _REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)
 METRICS_REDIS_URL = env_url("METRICS_REDIS_URL", REDIS_URL, _REDIS_SCHEMES)
 # The usage stream (pool_admin/metrics/): its key on METRICS_REDIS_URL (named after the pool's
-# prefix, so two deployments on one Redis keep apart), bounded with MAXLEN ~ (about 150 bytes
-# an entry); its consumer group and dead-letter stream.
-METRICS_STREAM_MAXLEN = env_int("METRICS_STREAM_MAXLEN", 500_000, minimum=1_000)
+# prefix, so two deployments on one Redis keep apart), bounded with MAXLEN ~ in entries (each
+# one process's 0.1 s of events: at most 10 a second a process, README); its consumer group
+# and dead-letter stream.
+METRICS_STREAM_MAXLEN = env_int("METRICS_STREAM_MAXLEN", 100_000, minimum=1_000)
 # Who may scrape GET /metrics: client addresses in these networks (default: loopback only).
 METRICS_ALLOWED_NETWORKS = env_list("METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
 for _network in METRICS_ALLOWED_NETWORKS:
@@ -296,10 +297,14 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 HEARTBEAT_PERIOD = timedelta(seconds=30)
-# Outcome aggregates (config.UpstreamQuality) are kept this many days; older rows are deleted
-# in batches every QUALITY_PRUNE_PERIOD.
-QUALITY_RETENTION_DAYS = env_int("QUALITY_RETENTION_DAYS", 90, minimum=1)
-QUALITY_PRUNE_PERIOD = timedelta(minutes=5)
+# Usage aggregates (config/models/usage.py): minute rows roll up into hourly rows after
+# USAGE_ROLLUP_AFTER_HOURS, rows go after USAGE_RETENTION_DAYS, in batches every
+# USAGE_RETENTION_PERIOD (pool_admin/metrics/retention.py).
+USAGE_ROLLUP_AFTER_HOURS = env_int("USAGE_ROLLUP_AFTER_HOURS", 48, minimum=1, maximum=24 * 366)
+USAGE_RETENTION_DAYS = env_int("USAGE_RETENTION_DAYS", 90, minimum=1, maximum=3_660)
+if USAGE_RETENTION_DAYS * 24 <= USAGE_ROLLUP_AFTER_HOURS:
+    raise EnvError("USAGE_RETENTION_DAYS must be longer than USAGE_ROLLUP_AFTER_HOURS")
+USAGE_RETENTION_PERIOD = timedelta(minutes=5)
 # Beat's periods for filling and cleaning the pool (each run bounded; a run not started within
 # its period is dropped).
 FETCH_DISPATCH_PERIOD = timedelta(seconds=2)
@@ -321,10 +326,10 @@ CELERY_BEAT_SCHEDULE = {
         # A run not started within one period is dropped, so a backlog never piles up.
         "options": {"expires": HEARTBEAT_PERIOD.total_seconds()},
     },
-    "prune-quality": {
-        "task": "pool_admin.prune_quality",
-        "schedule": QUALITY_PRUNE_PERIOD,
-        "options": {"expires": QUALITY_PRUNE_PERIOD.total_seconds()},
+    "keep-usage-bounded": {
+        "task": "pool_admin.keep_usage_bounded",
+        "schedule": USAGE_RETENTION_PERIOD,
+        "options": {"expires": USAGE_RETENTION_PERIOD.total_seconds()},
     },
     # The pool fills itself (pool_admin/filling.py): due fetches claimed per provider account.
     "dispatch-fetches": {

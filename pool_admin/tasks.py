@@ -26,22 +26,28 @@ def heartbeat_task() -> str:
     return heartbeat()
 
 
-@shared_task(name="pool_admin.prune_quality")
-def prune_quality_task() -> int:
-    """Outcome aggregates older than QUALITY_RETENTION_DAYS, one bounded batch per run."""
+@shared_task(name="pool_admin.keep_usage_bounded")
+def keep_usage_bounded_task() -> int:
+    """Roll the usage aggregates' old minutes up into hours and delete rows past their
+    retention, one bounded batch per table per run; then closed alerts past theirs."""
     from django.conf import settings
 
-    from pool_admin.config.quality import prune_quality
+    from pool_admin.metrics.retention import keep_bounded
 
-    deleted, more = prune_quality(timedelta(days=settings.QUALITY_RETENTION_DAYS))
-    if deleted:
-        logger.info("quality: %d old rows deleted%s", deleted, ", more remain" if more else "")
+    result = keep_bounded(
+        timedelta(hours=settings.USAGE_ROLLUP_AFTER_HOURS),
+        timedelta(days=settings.USAGE_RETENTION_DAYS),
+    )
+    if result.rolled_up or result.deleted:
+        logger.info("usage aggregates: %d minute rows rolled up, %d old rows deleted%s",
+                    result.rolled_up, result.deleted,
+                    ", more remain" if result.more else "")  # fmt: skip
     from pool_admin.alerts import prune_closed
 
     closed = prune_closed(timedelta(days=settings.ALERT_RETENTION_DAYS))
     if closed:
         logger.info("alerts: %d closed alerts deleted", closed)
-    return deleted
+    return result.rolled_up + result.deleted
 
 
 @shared_task(name="pool_admin.dispatch_fetches")
@@ -85,9 +91,9 @@ def check_upstream_task(upstream: str) -> int:
 @shared_task(name="pool_admin.sweep_pool")
 def sweep_pool_task() -> int:
     """One bounded sweep of the pool (expired records, sessions, quarantines)."""
-    from pool_admin.pool import get_pool
+    from pool_admin.pool import sweep_pool
 
-    result = get_pool().sweep(SWEEP_LIMIT)
+    result = sweep_pool(SWEEP_LIMIT)
     return result.expired
 
 

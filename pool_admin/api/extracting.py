@@ -20,13 +20,15 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from activity import ExtractFilters, ExtractMode, ExtractRequest, ExtractResult
+from activity import ExtractedProxy, ExtractFilters, ExtractMode, ExtractRequest, ExtractResult
 from activity.errors import ActivityError, InvalidRequest, QuotaExceeded
 from pool_admin.api.auth import Principal
 from pool_admin.api.problems import Forbidden, Problem, problem_code
 from pool_admin.api.ratelimit import charge_call, quota_of, rate_limited
 from pool_admin.api.serializers import POOL_BOUNDS, validate_extract_body
 from pool_admin.api.usage import emit_usage
+from pool_admin.metrics.events import MAX_DRAWS
+from pool_admin.metrics.stream import emit_event
 from pool_admin.pool import get_pool
 
 IDEMPOTENCY_KEY_MAX = POOL_BOUNDS.max_text  # what the pool takes as a key
@@ -79,6 +81,35 @@ def count_refused_call(
         _charge_refused(principal, refusal, event)
     finally:
         emit_usage(event)
+        _emit_extract(event, ())
+
+
+def _emit_extract(event: dict[str, Any], proxies: tuple[ExtractedProxy, ...]) -> None:
+    """The call's usage event on the metrics stream: its outcome, and the proxies it drew by
+    upstream and region with their summed age since fetch (the time from fetch to first use)."""
+    now_ms = int(time.time() * 1000)
+    draws: dict[tuple[str, str], list[int]] = {}
+    for p in proxies:
+        row = draws.setdefault((p.upstream_id, p.region or ""), [0, 0])
+        row[0] += 1
+        if p.fetched_at is not None:
+            row[1] += max(0, now_ms - int(p.fetched_at.timestamp() * 1000))
+    fields: dict[str, Any] = {
+        "client": event["client"],
+        "outcome": event["outcome"],
+        "returned": event.get("returned", 0),
+        "duration_ms": int(event.get("duration_ms", 0)),
+    }
+    if len(draws) > MAX_DRAWS:  # too many regions to tell apart: by upstream only
+        merged: dict[tuple[str, str], list[int]] = {}
+        for (upstream, _), (n, age) in draws.items():
+            row = merged.setdefault((upstream, ""), [0, 0])
+            row[0] += n
+            row[1] += age
+        draws = merged
+    if draws:
+        fields["draws"] = [[u, r, n, age] for (u, r), (n, age) in sorted(draws.items())]
+    emit_event("extract", **fields)
 
 
 def _restrict(dimension: str, given: str | None, allowed: frozenset[str]) -> str | None:
@@ -174,4 +205,5 @@ def perform_extract(
     finally:
         event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
         emit_usage(event)
+        _emit_extract(event, result.proxies if event["outcome"] == "ok" else ())
     return result

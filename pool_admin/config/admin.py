@@ -33,9 +33,13 @@ from pool_admin.config.models import (
     Alert,
     ApiClient,
     ApiKey,
+    ClientDraws,
+    ClientUsage,
     Credential,
     ProviderAccount,
     Upstream,
+    UpstreamChecks,
+    UpstreamDrops,
     UpstreamQuality,
     WorkerGroup,
 )
@@ -264,7 +268,7 @@ def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
     """
     since = timezone.now() - timedelta(hours=1)
     rows = (
-        UpstreamQuality.objects.filter(upstream=OuterRef("name"), minute__gte=since)
+        UpstreamQuality.objects.filter(upstream=OuterRef("name"), period_start__gte=since)
         .order_by()
         .values("upstream")
     )
@@ -280,14 +284,10 @@ def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
     )
 
 
-@admin.register(UpstreamQuality)
-class UpstreamQualityAdmin(admin.ModelAdmin):
-    """Outcome reports per upstream and minute: read-only, written by the API only."""
+class UsageAdmin(admin.ModelAdmin):
+    """Usage aggregates: read-only, written by the usage stream's consumer only."""
 
-    list_display = ("minute", "upstream", "reports", "ok", "banned", "timeout", "auth_failed")
-    list_filter = ("upstream", ("minute", admin.DateFieldListFilter))
-    search_fields = ("upstream",)
-    date_hierarchy = "minute"
+    date_hierarchy = "period_start"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -297,6 +297,46 @@ class UpstreamQualityAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+@admin.register(UpstreamQuality)
+class UpstreamQualityAdmin(UsageAdmin):
+    """An upstream's figures per minute (per hour once rolled up)."""
+
+    list_display = ("period_start", "hourly", "upstream", "reports", "ok", "banned", "timeout",
+                    "auth_failed", "fetched", "became_available", "extracted", "expired_unused",
+                    "expired_used")  # fmt: skip
+    list_filter = ("upstream", "hourly", ("period_start", admin.DateFieldListFilter))
+    search_fields = ("upstream",)
+
+
+@admin.register(UpstreamDrops)
+class UpstreamDropsAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "upstream", "reason", "entries")
+    list_filter = ("upstream", "reason", "hourly")
+    search_fields = ("upstream",)
+
+
+@admin.register(UpstreamChecks)
+class UpstreamChecksAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "upstream", "source", "result", "proxies")
+    list_filter = ("upstream", "source", "result", "hourly")
+    search_fields = ("upstream",)
+
+
+@admin.register(ClientUsage)
+class ClientUsageAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "client", "outcome", "calls", "returned",
+                    "duration_ms")  # fmt: skip
+    list_filter = ("outcome", "hourly")
+    search_fields = ("client",)
+
+
+@admin.register(ClientDraws)
+class ClientDrawsAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "client", "upstream", "region", "proxies")
+    list_filter = ("upstream", "region", "hourly")
+    search_fields = ("client", "upstream")
 
 
 class ApiKeyInline(admin.TabularInline):

@@ -4,15 +4,16 @@ The loop (``../shared/research/operations.md`` §8):
 
 1. On start, and after any failure, this consumer's own pending entries first (``XREADGROUP``
    with ID ``0``) until none are left; then new ones (``>``), blocking at most ``block_ms``.
-2. A batch's well-formed entries are applied in ONE transaction: their IDs are inserted into
-   ``AppliedEntry`` (``ON CONFLICT DO NOTHING RETURNING``), and only the entries that came back
-   (not applied before) are added to the aggregates. Commit.
+2. A batch's readable entries (each a batch of events, events.py) are applied in ONE
+   transaction: their IDs are inserted into ``AppliedEntry`` (``ON CONFLICT DO NOTHING
+   RETURNING``), and only the events of the entries that came back (not applied before) are
+   added to the aggregates. Commit.
 3. Then ``XACK``. A consumer killed between commit and acknowledgement leaves its entries
    pending; they are delivered again (to it, or to another by ``XAUTOCLAIM``) and the unique
    constraint makes them add nothing. Killed before the commit: nothing was written.
-4. Malformed entries, and entries delivered more than ``max_deliveries`` times, go to the
-   dead-letter stream with their reason (and their original ID), then are acknowledged: they
-   stop nothing.
+4. Unreadable entries, entries delivered more than ``max_deliveries`` times, and the single
+   events of an applied entry that do not check go to the dead-letter stream with their reason
+   (and their entry's ID, and the event's index), then are acknowledged: they stop nothing.
 5. Every ``claim_every_s``, entries pending longer than ``claim_idle_ms`` with any consumer (a
    dead one) are claimed with ``XAUTOCLAIM`` and handled as in 2-4.
 
@@ -20,7 +21,8 @@ PostgreSQL down: the batch stays pending; the consumer waits (backoff, at most
 ``MAX_BACKOFF_S``) and reads its own pending entries again: nothing is lost. Applied IDs older
 than the stream's first entry can never come again and are pruned in batches (``prune``).
 
-Bounds: a batch is at most ``batch`` entries (each at most ``events.MAX_ENTRY_BYTES``), a claim
+Bounds: a batch is at most ``batch`` entries (each at most ``events.MAX_ENTRY_BYTES`` and
+``events.MAX_ENTRY_EVENTS``: 100 entries, at most 50,000 events, 25 MiB), a claim
 at most ``batch`` per call, a prune at most ``PRUNE_BATCH`` rows.
 """
 
@@ -38,7 +40,7 @@ from django.db import DatabaseError, connection, transaction
 
 from pool_admin.config.models import AppliedEntry
 from pool_admin.metrics.aggregates import apply_events
-from pool_admin.metrics.events import Event, MalformedEvent, decode
+from pool_admin.metrics.events import DecodedEntry, Event, MalformedEvent, decode_entry
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +55,7 @@ class ConsumerOptions:
     stream: str
     group: str
     dead_letter: str
-    batch: int = 500
+    batch: int = 100
     block_ms: int = 1_000
     claim_idle_ms: int = 60_000
     claim_every_s: float = 5.0
@@ -63,6 +65,7 @@ class ConsumerOptions:
 
 
 Entry = tuple[bytes, dict[bytes, bytes] | None]
+Decoded = tuple[bytes, DecodedEntry]
 
 
 def _id(raw: bytes) -> tuple[int, int]:
@@ -85,8 +88,9 @@ class Consumer:
         self._fault = fault or (lambda point: None)
         self._own_pending = True
         self._claimed_at = 0.0
-        #: Entries applied, already applied before (redeliveries), dead-lettered: this process.
-        self.applied = self.duplicates = self.dead = 0
+        #: Entries applied, their events, entries already applied before (redeliveries), and
+        #: entries or events dead-lettered: this process's.
+        self.applied = self.events = self.duplicates = self.dead = 0
 
     # ------------------------------------------------------------------ setup
     def ensure_group(self) -> None:
@@ -135,31 +139,40 @@ class Consumer:
         """Apply, dead-letter and acknowledge one batch; the entries applied for the first time."""
         if not entries:
             return 0
-        good: list[tuple[bytes, Event]] = []
-        bad: list[tuple[bytes, dict[bytes, bytes], str]] = []
+        good: list[Decoded] = []
+        unreadable: dict[bytes, str] = {}
         gone: list[bytes] = []
         for raw_id, fields in entries:
             if fields is None:  # trimmed from the stream while pending: nothing to apply
                 gone.append(raw_id)
                 continue
             try:
-                good.append((raw_id, decode(fields)))
+                good.append((raw_id, decode_entry(fields)))
             except MalformedEvent as exc:
-                bad.append((raw_id, fields, exc.reason))
+                unreadable[raw_id] = exc.reason
         self._fault("read")
-        fresh = self._apply(good) if good else 0
+        fresh = self._apply(good) if good else []
         self._fault("committed")
-        for raw_id, fields, reason in bad:
-            self._dead_letter(raw_id, fields, reason)
+        # In the stream's order; an entry applied before had its refusals told then.
+        refusals = {raw_id: decoded.refused for raw_id, decoded in fresh}
+        for raw_id, fields in entries:
+            if raw_id in unreadable and fields is not None:
+                self._dead_letter(raw_id, fields, unreadable[raw_id])
+            for refused in refusals.get(raw_id, ()):
+                self._dead_letter(raw_id, {b"event": refused.raw}, refused.reason,
+                                  index=refused.index)  # fmt: skip
         self.client.xack(self.options.stream, self.options.group, *[e[0] for e in entries])
-        self.applied += fresh
-        self.duplicates += len(good) - fresh
+        self.applied += len(fresh)
+        self.events += sum(len(decoded.events) for _, decoded in fresh)
+        self.duplicates += len(good) - len(fresh)
         if gone:
             logger.info("metrics consumer %s: %d pending entries were trimmed before they were "
                         "applied", self.name, len(gone))  # fmt: skip
-        return fresh
+        return len(fresh)
 
-    def _apply(self, good: Sequence[tuple[bytes, Event]]) -> int:
+    def _apply(self, good: Sequence[Decoded]) -> list[Decoded]:
+        """In one transaction: record the entries' IDs, add the events of those not recorded
+        before; the entries applied now."""
         stream = self.options.stream
         ids = [_id(raw_id) for raw_id, _ in good]
         with transaction.atomic():
@@ -171,22 +184,27 @@ class Consumer:
                     [stream, [ms for ms, _ in ids], [seq for _, seq in ids]],
                 )
                 new = {(int(ms), int(seq)) for ms, seq in cursor.fetchall()}
-            events = [event for (raw_id, event), key in zip(good, ids, strict=True)
-                      if key in new]  # fmt: skip
+            fresh = [item for item, key in zip(good, ids, strict=True) if key in new]
+            events = [event for _, decoded in fresh for event in decoded.events]
             if events:
                 self._apply_events(events)
-        return len(new)
+        return fresh
 
-    def _dead_letter(self, raw_id: bytes, fields: dict[bytes, bytes], reason: str) -> None:
+    def _dead_letter(
+        self, raw_id: bytes, fields: dict[bytes, bytes], reason: str, index: int | None = None
+    ) -> None:
         entry: dict[Any, Any] = {b"id": raw_id, b"reason": reason.encode()}
+        if index is not None:  # one event of the entry (the others were applied)
+            entry[b"index"] = str(index).encode()
         for name, value in fields.items():
             if name not in entry:
                 entry[name] = value
         self.client.xadd(self.options.dead_letter, entry, maxlen=self.options.dead_letter_maxlen,
                          approximate=True)  # fmt: skip
         self.dead += 1
-        logger.warning("metrics consumer %s: entry %s dead-lettered: %s", self.name,
-                       raw_id.decode(), reason)  # fmt: skip
+        logger.warning("metrics consumer %s: %s %s dead-lettered: %s", self.name,
+                       "entry" if index is None else f"event {index} of entry", raw_id.decode(),
+                       reason)  # fmt: skip
 
     # ------------------------------------------------------------------ dead consumers
     def reclaim(self) -> int:

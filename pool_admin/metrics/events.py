@@ -1,17 +1,22 @@
 """The events of the usage stream: one flat, typed shape per kind, checked on both sides.
 
-An entry holds three fields: ``k`` (the kind), ``t`` (when, Unix milliseconds) and ``d`` (the
-kind's fields as compact JSON). Producers build entries with :func:`encode`, which refuses a
-field the kind does not have; the consumer reads them with :func:`decode`, which raises
-:class:`MalformedEvent` (with a reason a dead-letter entry keeps) for anything else. No field
-may hold a secret or a proxy's address: events carry IDs, labels, counts and durations only.
+A stream entry carries a batch of events (a producer process sends what it queued in one
+``XADD``): one field ``e``, a JSON array of ``[kind, at_ms, {fields}]``, at most
+``MAX_ENTRY_EVENTS`` events and ``MAX_ENTRY_BYTES`` bytes. Producers build each event with
+:func:`encode_event`, which refuses a field the kind does not have or a value out of its shape;
+the consumer reads an entry with :func:`decode_entry`: an entry it cannot read at all raises
+:class:`MalformedEvent`, an event in it that does not check is refused alone (with a reason a
+dead-letter entry keeps) and the entry's other events still count.
+
+No field may hold a secret or a proxy's address: events carry IDs, labels, counts and
+durations only.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -19,14 +24,20 @@ import orjson
 from activity.types import LABEL_PATTERN, Outcome
 
 _LABEL = re.compile(LABEL_PATTERN)
-#: Largest count or duration one event may carry (a day in ms; a batch of a million).
-MAX_NUMBER = 86_400_000
-#: Longest encoded entry: the consumer refuses bigger ones unread.
-MAX_ENTRY_BYTES = 2_048
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,39}")
+#: Largest count or sum one event may carry (sums of milliseconds over a batch fit).
+MAX_NUMBER = 10**12
+#: Most keys of a map of counts (states, drop reasons) and rows of an extract's draws.
+MAX_MAP = 32
+MAX_DRAWS = 256
+#: Bounds of one encoded event and of one entry (the consumer refuses bigger ones unread).
+MAX_EVENT_BYTES = 16_384
+MAX_ENTRY_EVENTS = 500
+MAX_ENTRY_BYTES = 256 * 1024
 
 
 class MalformedEvent(ValueError):
-    """An entry no aggregate can use; ``reason`` is short and names no value."""
+    """An entry or event no aggregate can use; ``reason`` is short and names no value."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -37,6 +48,10 @@ def _label(value: object) -> bool:
     return isinstance(value, str) and _LABEL.fullmatch(value) is not None
 
 
+def _code(value: object) -> bool:
+    return isinstance(value, str) and _CODE.fullmatch(value) is not None
+
+
 def _count(value: object) -> bool:
     return type(value) is int and 0 <= value <= MAX_NUMBER
 
@@ -45,10 +60,71 @@ def _outcome(value: object) -> bool:
     return isinstance(value, str) and value in {o.value for o in Outcome}
 
 
+def _source(value: object) -> bool:
+    return value in ("intake", "recheck")
+
+
+def _counts(value: object) -> bool:
+    """A map of code -> count (proxies by state, entries by drop reason)."""
+    return (
+        isinstance(value, dict)
+        and len(value) <= MAX_MAP
+        and all(_code(k) and _count(n) for k, n in value.items())
+    )
+
+
+def _draw(row: object) -> bool:
+    return (
+        isinstance(row, list)
+        and len(row) == 4
+        and _label(row[0])
+        and (row[1] == "" or _label(row[1]))
+        and _count(row[2])
+        and _count(row[3])
+    )
+
+
+def _draws(value: object) -> bool:
+    """An extract's proxies by [upstream, region ("" for none), count, sum of their ages since
+    fetch in ms]."""
+    return isinstance(value, list) and len(value) <= MAX_DRAWS and all(map(_draw, value))
+
+
+Check = Callable[[object], bool]
 #: Kind -> field -> (check, required).
-KINDS: dict[str, dict[str, tuple[Any, bool]]] = {
+KINDS: dict[str, dict[str, tuple[Check, bool]]] = {
     # An outcome report an extracting client made (pool_admin/api/outcomes.py).
     "outcome": {"upstream": (_label, True), "outcome": (_outcome, True)},
+    # One extract call, API or command, answered or refused (pool_admin/api/extracting.py).
+    "extract": {
+        "client": (_label, True),  # an ApiClient's name: a label
+        "outcome": (_code, True),
+        "returned": (_count, True),
+        "duration_ms": (_count, True),
+        "draws": (_draws, False),
+    },
+    # One provider response written to the pool (pool_admin/filling.py): entries received,
+    # new lifecycles inserted, refreshed, made available by their intake (checked, or a trusted
+    # provider's), and the entries not taken by reason.
+    "fetch": {
+        "upstream": (_label, True),
+        "received": (_count, True),
+        "inserted": (_count, True),
+        "refreshed": (_count, True),
+        "available": (_count, True),
+        "dropped": (_counts, False),
+    },
+    # A round of checks, at intake or rechecks: proxies by the state the check gave, and the
+    # sum and number of the latencies measured.
+    "check": {
+        "upstream": (_label, True),
+        "source": (_source, True),
+        "states": (_counts, True),
+        "latency_ms": (_count, True),
+        "timed": (_count, True),
+    },
+    # Records the pool removed at their hard expiry, used (extracted or assigned) or not.
+    "expired": {"upstream": (_label, True), "used": (_count, True), "unused": (_count, True)},
 }
 
 
@@ -59,15 +135,32 @@ class Event:
     fields: Mapping[str, Any]
 
 
-def _check(kind: str, at_ms: object, fields: Mapping[str, Any]) -> None:
-    spec = KINDS.get(kind)
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """An event of an entry that does not check: where it was, why, and what it was."""
+
+    index: int
+    reason: str
+    raw: bytes
+
+
+@dataclass(slots=True)
+class DecodedEntry:
+    events: list[Event] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+
+
+def _check(kind: object, at_ms: object, fields: object) -> None:
+    spec = KINDS.get(kind) if isinstance(kind, str) else None
     if spec is None:
         raise MalformedEvent("unknown kind")
     if not (type(at_ms) is int and 0 < at_ms < 10**14):
         raise MalformedEvent("bad time")
+    if not isinstance(fields, dict):
+        raise MalformedEvent(f"{kind}: fields are not an object")
     for name in fields:
         if name not in spec:
-            raise MalformedEvent(f"{kind}: unknown field {name[:32]!r}")
+            raise MalformedEvent(f"{kind}: unknown field {str(name)[:32]!r}")
     for name, (check, required) in spec.items():
         if name not in fields:
             if required:
@@ -76,25 +169,45 @@ def _check(kind: str, at_ms: object, fields: Mapping[str, Any]) -> None:
             raise MalformedEvent(f"{kind}: bad {name}")
 
 
-def encode(kind: str, at_ms: int, fields: Mapping[str, Any]) -> dict[str, bytes]:
-    """The stream entry of one event; ``MalformedEvent`` for one the consumer would refuse."""
+def encode_event(kind: str, at_ms: int, fields: Mapping[str, Any]) -> bytes:
+    """One event as it goes into an entry; ``MalformedEvent`` for one the consumer would
+    refuse."""
+    fields = dict(fields)
     _check(kind, at_ms, fields)
-    return {"k": kind.encode(), "t": str(at_ms).encode(), "d": orjson.dumps(dict(fields))}
+    raw = orjson.dumps([kind, at_ms, fields])
+    if len(raw) > MAX_EVENT_BYTES:
+        raise MalformedEvent(f"{kind}: too large")
+    return raw
 
 
-def decode(entry: Mapping[bytes, bytes]) -> Event:
-    """One stream entry's event, checked."""
+def entry_of(events: list[bytes]) -> dict[str, bytes]:
+    """The stream entry of encoded events (the caller keeps within the entry's bounds)."""
+    return {"e": b"[" + b",".join(events) + b"]"}
+
+
+def decode_entry(entry: Mapping[bytes, bytes]) -> DecodedEntry:
+    """One stream entry's events, each checked; ``MalformedEvent`` for an unreadable entry."""
     if sum(len(k) + len(v) for k, v in entry.items()) > MAX_ENTRY_BYTES:
         raise MalformedEvent("entry too large")
-    if set(entry) != {b"k", b"t", b"d"}:
+    if set(entry) != {b"e"}:
         raise MalformedEvent("not an event entry")
     try:
-        kind = entry[b"k"].decode()
-        at_ms = int(entry[b"t"])
-        fields = orjson.loads(entry[b"d"])
-    except (UnicodeDecodeError, ValueError):
+        items = orjson.loads(entry[b"e"])
+    except ValueError:
         raise MalformedEvent("unreadable") from None
-    if not isinstance(fields, dict):
-        raise MalformedEvent("fields are not an object")
-    _check(kind, at_ms, fields)
-    return Event(kind, at_ms, fields)
+    if not isinstance(items, list):
+        raise MalformedEvent("not a list of events")
+    if len(items) > MAX_ENTRY_EVENTS:
+        raise MalformedEvent("too many events")
+    decoded = DecodedEntry()
+    for index, item in enumerate(items):
+        try:
+            if not (isinstance(item, list) and len(item) == 3):
+                raise MalformedEvent("not an event")
+            kind, at_ms, fields = item
+            _check(kind, at_ms, fields)
+        except MalformedEvent as exc:
+            decoded.refused.append(Refused(index, exc.reason, orjson.dumps(item)))
+        else:
+            decoded.events.append(Event(kind, at_ms, fields))
+    return decoded

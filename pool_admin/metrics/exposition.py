@@ -12,10 +12,19 @@ per-proxy, per-IP or per-session label; an upstream is a configuration name, bou
   stream's state, read from its Redis.
 * ``proxypool_usage_events_dropped_total``: events producers could not put on the stream,
   summed over every process (kept in the stream's Redis once it answers again).
+* The pipeline's counters, from the totals the consumer adds to with each batch
+  (``UsageTotal``; never rolled up or pruned, so they only grow): events applied; outcome
+  reports, extract calls and their duration, proxies extracted and their time from fetch to
+  first use, entries received, proxies fetched and made available, entries dropped by reason,
+  checks by source and result and their latency, proxies expired used or unused. Labels:
+  upstream, and small fixed sets (outcome, reason, source, result, used); no client label
+  (``ClientUsage`` in PostgreSQL has that). At most ``MAX_TOTALS`` rows are read; past that
+  ``proxypool_usage_totals_truncated`` is 1 and the counters shown are incomplete.
 
 Every figure is read at most once per ``CACHE_S`` whatever the scrape rate, with a bounded
-number of reads (one per configured upstream, four for the stream). Who may scrape is
-``settings.METRICS_ALLOWED_NETWORKS`` (default loopback only); anyone else gets a 403.
+number of reads (one per configured upstream, four for the stream, one for the totals). Who
+may scrape is ``settings.METRICS_ALLOWED_NETWORKS`` (default loopback only); anyone else gets
+a 403.
 """
 
 from __future__ import annotations
@@ -30,15 +39,22 @@ import redis
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.registry import CollectorRegistry
 
 from activity.errors import ActivityError
-from pool_admin.config.models import Upstream
+from pool_admin.config.models import Upstream, UsageTotal
 from pool_admin.metrics.stream import dropped_key
 from pool_admin.pool import get_pool
 
 CACHE_S = 5.0
+#: Most totals rows one scrape reads (families x upstreams x their small label sets).
+MAX_TOTALS = 20_000
 
 _lock = threading.Lock()
 _cached: tuple[float, bytes] | None = None
@@ -103,10 +119,77 @@ def _stream_families() -> Iterator[Metric]:
                               value=dropped)  # fmt: skip
 
 
+#: UsageTotal family -> (metric name, help, label names): the plain counters.
+_COUNTERS: dict[str, tuple[str, str, list[str]]] = {
+    "events_applied": ("proxypool_usage_events_applied", "Usage events the consumers applied "
+                       "to the aggregates (each once).", []),
+    "outcomes": ("proxypool_outcome_reports", "Outcome reports of extracted proxies.",
+                 ["upstream", "outcome"]),
+    "extract_calls": ("proxypool_extract_calls", "Extract calls (API and command) by "
+                      "outcome: ok, or the refusal's problem code.", ["outcome"]),
+    "extracted": ("proxypool_extracted_proxies", "Proxies handed to API clients.",
+                  ["upstream"]),
+    "received": ("proxypool_received_entries", "Entries the provider's responses listed.",
+                 ["upstream"]),
+    "fetched": ("proxypool_fetched_proxies", "New proxies the pool took in.", ["upstream"]),
+    "became_available": ("proxypool_became_available_proxies", "Fetched proxies their intake "
+                         "check (or a trusted provider) made available.", ["upstream"]),
+    "dropped": ("proxypool_dropped_entries", "Entries of the provider's responses not taken, "
+                "by reason.", ["upstream", "reason"]),
+    "checks": ("proxypool_checks", "Health checks by source (intake, recheck) and the state "
+               "they gave.", ["upstream", "source", "result"]),
+    "expired": ("proxypool_expired_proxies", "Records removed at their hard expiry, used "
+                "(extracted or assigned) or not (paid for and wasted).", ["upstream", "used"]),
+}  # fmt: skip
+
+
+def _usage_families() -> Iterator[Metric]:
+    rows = list(UsageTotal.objects.order_by("family", "labels")
+                .values_list("family", "labels", "value")[: MAX_TOTALS + 1])  # fmt: skip
+    yield GaugeMetricFamily("proxypool_usage_totals_truncated",
+                            "1 when the pipeline's counters were too many to read at once.",
+                            value=int(len(rows) > MAX_TOTALS))  # fmt: skip
+    totals: dict[str, dict[tuple[str, ...], int]] = {}
+    for family, joined, value in rows[:MAX_TOTALS]:
+        totals.setdefault(family, {})[tuple(joined.split("|")) if joined else ()] = value
+    for family, (name, help_text, label_names) in _COUNTERS.items():
+        counter = CounterMetricFamily(name, help_text, labels=label_names)
+        for labels, value in totals.get(family, {}).items():
+            if len(labels) == len(label_names):
+                counter.add_metric(list(labels), value)
+        yield counter
+    calls = sum(totals.get("extract_calls", {}).values())
+    duration = SummaryMetricFamily("proxypool_extract_duration_seconds",
+                                   "Time extract calls spent in the pool.")  # fmt: skip
+    duration.add_metric([], calls, totals.get("extract_duration_ms", {}).get((), 0) / 1000)
+    yield duration
+    yield _summary(totals, "proxypool_time_to_first_use_seconds", "Time from a proxy's fetch "
+                   "to its extract.", "extracted", "first_use_ms")  # fmt: skip
+    yield _summary(totals, "proxypool_check_latency_seconds", "Measured latency of health "
+                   "checks.", "checks_timed", "check_latency_ms")  # fmt: skip
+
+
+def _summary(
+    totals: dict[str, dict[tuple[str, ...], int]],
+    name: str,
+    help_text: str,
+    count: str,
+    sum_ms: str,
+) -> Metric:
+    """A per-upstream summary (count and sum, no quantiles) from two totals families."""
+    summary = SummaryMetricFamily(name, help_text, labels=["upstream"])
+    sums = totals.get(sum_ms, {})
+    for labels, n in sorted(totals.get(count, {}).items()):
+        if len(labels) == 1:
+            summary.add_metric(list(labels), n, sums.get(labels, 0) / 1000)
+    return summary
+
+
 class _Collector:
     def collect(self) -> Iterable[Metric]:
         yield from _pool_families()
         yield from _stream_families()
+        yield from _usage_families()
 
 
 def exposition() -> bytes:

@@ -2,7 +2,10 @@
 
 It never blocks on the stream's Redis and never fails its caller: the event is queued in the
 process (a list append under a lock) and a daemon thread sends what is queued every
-``INTERVAL_S`` in one pipeline of ``XADD ... MAXLEN ~`` (the stream stays bounded). When the
+``INTERVAL_S`` as entries of up to ``events.MAX_ENTRY_EVENTS`` events each, in one pipeline of
+``XADD ... MAXLEN ~`` (the stream stays bounded). An entry per event cost the extract API 7-8%
+of its throughput (docs/PERFORMANCE.md); an entry per flush costs the stream one write per
+process and interval, whatever the rate. When the
 queue is full (``MAX_QUEUED``) or the stream's Redis does not answer, events are dropped and
 counted (``dropped()``); a warning says how many, at most every ``WARN_EVERY_S``. An event the
 consumer would refuse is a programming error: refused here too (``MalformedEvent``) and counted
@@ -24,7 +27,13 @@ from typing import Any
 import redis
 from django.conf import settings
 
-from pool_admin.metrics.events import MalformedEvent, encode
+from pool_admin.metrics.events import (
+    MAX_ENTRY_BYTES,
+    MAX_ENTRY_EVENTS,
+    MalformedEvent,
+    encode_event,
+    entry_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +41,7 @@ MAX_QUEUED = 50_000
 INTERVAL_S = 0.1
 WARN_EVERY_S = 10.0
 #: Most entries one pipeline sends (a bigger backlog goes in several).
-SEND_BATCH = 5_000
+SEND_BATCH = 100
 
 
 class EventStream:
@@ -45,7 +54,7 @@ class EventStream:
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
-        self._queue: list[dict[str, bytes]] = []
+        self._queue: list[bytes] = []
         self._dropped = 0
         self._sent = 0
         self._unwarned = 0
@@ -57,7 +66,7 @@ class EventStream:
 
     def emit(self, kind: str, fields: dict[str, Any]) -> None:
         try:
-            entry = encode(kind, int(time.time() * 1000), fields)
+            entry = encode_event(kind, int(time.time() * 1000), fields)
         except MalformedEvent as exc:
             logger.error("metrics event %s refused: %s", kind[:32], exc.reason)
             self._count_dropped(1)
@@ -82,19 +91,20 @@ class EventStream:
     def flush(self) -> None:
         """Send what is queued now (the thread's job; tests and exits call it too)."""
         with self._lock:
-            batch, self._queue = self._queue, []
-        for start in range(0, len(batch), SEND_BATCH):
-            part = batch[start : start + SEND_BATCH]
+            queued, self._queue = self._queue, []
+        entries = _entries(queued)
+        for start in range(0, len(entries), SEND_BATCH):
+            part = entries[start : start + SEND_BATCH]
             try:
                 pipe = self._redis().pipeline(transaction=False)
-                for entry in part:
+                for _, entry in part:
                     pipe.xadd(settings.METRICS_STREAM, entry,  # type: ignore[arg-type]
                               maxlen=settings.METRICS_STREAM_MAXLEN, approximate=True)  # fmt: skip
                 pipe.execute()
                 with self._lock:
-                    self._sent += len(part)
+                    self._sent += sum(n for n, _ in part)
             except redis.RedisError:
-                self._count_dropped(len(part))
+                self._count_dropped(sum(n for n, _ in part))
         self._report_drops()
         self._warn()
 
@@ -142,6 +152,23 @@ class EventStream:
 
     def sent(self) -> int:
         return self._sent
+
+
+def _entries(queued: list[bytes]) -> list[tuple[int, dict[str, bytes]]]:
+    """Encoded events grouped into stream entries within the entry's bounds: (events, entry)."""
+    entries: list[tuple[int, dict[str, bytes]]] = []
+    chunk: list[bytes] = []
+    size = 0
+    limit = MAX_ENTRY_BYTES - 64  # the field's name and the array's brackets
+    for raw in queued:
+        if chunk and (len(chunk) == MAX_ENTRY_EVENTS or size + len(raw) + 1 > limit):
+            entries.append((len(chunk), entry_of(chunk)))
+            chunk, size = [], 0
+        chunk.append(raw)
+        size += len(raw) + 1
+    if chunk:
+        entries.append((len(chunk), entry_of(chunk)))
+    return entries
 
 
 def dropped_key() -> str:

@@ -7,7 +7,13 @@ import redis
 from django.conf import settings
 
 from pool_admin.metrics.consumer import Consumer, options_from_settings
+from pool_admin.metrics.events import encode_event, entry_of
 from pool_admin.metrics.stream import flush_events
+
+
+def entry(*events: tuple[str, int, dict[str, object]]) -> dict[str, bytes]:
+    """A stream entry holding these (kind, at_ms, fields) events, as a producer sends it."""
+    return entry_of([encode_event(kind, at_ms, fields) for kind, at_ms, fields in events])
 
 
 def isolate_stream(settings_fixture: object, prefix: str) -> None:

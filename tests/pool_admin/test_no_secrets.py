@@ -32,12 +32,19 @@ from pool_admin.config.models import (
     Alert,
     ApiClient,
     ApiKey,
+    ClientDraws,
+    ClientUsage,
     Credential,
     ProviderAccount,
     Upstream,
+    UpstreamChecks,
+    UpstreamDrops,
+    UpstreamQuality,
     WorkerGroup,
 )
 from pool_admin.localservices import free_port
+from pool_admin.metrics.aggregates import apply_events
+from pool_admin.metrics.events import Event
 from tests.pool_admin.api.conftest import FastFirstHandler
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -125,6 +132,20 @@ def world(settings, redis_url, unique_prefix):
     )
     pool.close()  # its own connections; `conn` stays open for the Redis key checks below
 
+    # A row in every usage aggregate, as the usage stream's consumer writes them.
+    ms = int(now.timestamp() * 1000)
+    apply_events([
+        Event("outcome", ms, {"upstream": "acme-us", "outcome": "ok"}),
+        Event("extract", ms, {"client": client_row.name, "outcome": "ok", "returned": 1,
+                              "duration_ms": 2, "draws": [["acme-us", "us", 1, 10]]}),
+        Event("fetch", ms, {"upstream": "acme-us", "received": 4, "inserted": 4,
+                            "refreshed": 0, "available": 4, "dropped": {"bad_port": 1}}),
+        Event("check", ms, {"upstream": "acme-us", "source": "intake",
+                            "states": {"available": 4}, "latency_ms": 160, "timed": 4}),
+    ])  # fmt: skip
+    usage = [m.objects.get() for m in (UpstreamQuality, UpstreamDrops, UpstreamChecks,
+                                       ClientUsage, ClientDraws)]  # fmt: skip
+
     prefix = f"{ApiKey.SCHEME}_{key.prefix}_"
     assert plaintext.startswith(prefix)
     secrets = {
@@ -140,7 +161,16 @@ def world(settings, redis_url, unique_prefix):
         "plaintext": plaintext,
         "redis": conn,
         "prefixes": [unique_prefix],  # the pool's keys, the clients' rate limits among them
-        "objects": [account, alert, upstream, client_row, key, group, *Credential.objects.all()],
+        "objects": [
+            account,
+            alert,
+            upstream,
+            client_row,
+            key,
+            group,
+            *Credential.objects.all(),
+            *usage,
+        ],
     }
     flush_usage()
     conn.close()

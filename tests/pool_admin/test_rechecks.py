@@ -10,10 +10,11 @@ import pytest
 
 from activity.types import ExtractMode, ExtractRequest
 from pool_admin import filling, rechecks
-from pool_admin.config.models import ProviderAccount, Upstream
+from pool_admin.config.models import ProviderAccount, Upstream, UpstreamChecks, UpstreamQuality
 from pool_admin.forward_proxies import Tinyproxy
 from pool_admin.pool import get_pool
 from tests.harness.check_target import CheckTargetServer
+from tests.harness.metrics import drain_metrics
 from tests.harness.webshare_vendor import vendor, webshare
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -71,3 +72,13 @@ def test_a_proxy_that_stops_working_is_taken_out_by_its_recheck(tmp_path, target
     taken = get_pool().extract(ExtractRequest("c1", count=5, mode=ExtractMode.PARTIAL))
     assert taken.proxies == ()
     assert get_pool().upstream_inventory("acme-http").managed == 0  # UNHEALTHY is not managed
+    # The usage stream heard it all: the fetch, its intake check, the two rechecks.
+    drain_metrics()
+    checks = {(r.source, r.result): r.proxies for r in UpstreamChecks.objects.all()}
+    assert checks == {("intake", "available"): 1, ("recheck", "available"): 1,
+                      ("recheck", "unhealthy"): 1}  # fmt: skip
+    # Three checks, two timed: a refused connection measures no latency.
+    [row] = UpstreamQuality.objects.filter(upstream="acme-http").values(
+        "received", "fetched", "became_available", "checked", "checks_timed")  # fmt: skip
+    assert row == {"received": 1, "fetched": 1, "became_available": 1, "checked": 3,
+                   "checks_timed": 2}  # fmt: skip

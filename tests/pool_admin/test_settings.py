@@ -35,7 +35,9 @@ def import_settings(**overrides):
         ("LOG_LEVEL", "chatty", "LOG_LEVEL must be"),
         ("POOL_BAN_QUARANTINE_S", "-1", "POOL_BAN_QUARANTINE_S must be >= 0"),
         ("POOL_BAN_QUARANTINE_S", "604801", "POOL_BAN_QUARANTINE_S must be at most 604800"),
-        ("QUALITY_RETENTION_DAYS", "0", "QUALITY_RETENTION_DAYS must be >= 1"),
+        ("USAGE_RETENTION_DAYS", "0", "USAGE_RETENTION_DAYS must be >= 1"),
+        ("USAGE_ROLLUP_AFTER_HOURS", "0", "USAGE_ROLLUP_AFTER_HOURS must be >= 1"),
+        ("USAGE_ROLLUP_AFTER_HOURS", "2400", "USAGE_RETENTION_DAYS must be longer than"),
     ],
 )
 def test_bad_value_fails_fast_naming_the_variable(name, value, message):

@@ -1,5 +1,5 @@
-"""Configuration models, and the outcome quality aggregates (``UpstreamQuality``). PostgreSQL
-never holds a proxy or its record. One module per subject; import them from here.
+"""Configuration models, and the usage aggregates (``usage.py``, written by the usage stream).
+PostgreSQL never holds a proxy or its record. One module per subject; import them from here.
 
 Every model validates in ``save()`` (``full_clean``), so the admin, the operator commands and the
 API cannot store a value the pool would reject later. History (who changed what) is kept by
@@ -12,8 +12,16 @@ from pool_admin.config.models.applied import AppliedEntry
 from pool_admin.config.models.base import LABEL_HELP, LABEL_RE, PROTOCOL_CHOICES, validate_label
 from pool_admin.config.models.clients import ApiClient, ApiKey
 from pool_admin.config.models.credentials import Credential
-from pool_admin.config.models.quality import UpstreamQuality
 from pool_admin.config.models.upstreams import Upstream
+from pool_admin.config.models.usage import (
+    ClientDraws,
+    ClientUsage,
+    UpstreamChecks,
+    UpstreamDrops,
+    UpstreamQuality,
+    UsageRow,
+    UsageTotal,
+)
 from pool_admin.config.models.workers import WorkerGroup
 
 __all__ = [
@@ -24,10 +32,16 @@ __all__ = [
     "ApiClient",
     "ApiKey",
     "AppliedEntry",
+    "ClientDraws",
+    "ClientUsage",
     "Credential",
     "ProviderAccount",
     "Upstream",
+    "UpstreamChecks",
+    "UpstreamDrops",
     "UpstreamQuality",
+    "UsageRow",
+    "UsageTotal",
     "WorkerGroup",
     "validate_label",
 ]

@@ -8,7 +8,7 @@ from django.core.management.base import CommandParser
 
 from activity import PoolOptions
 from pool_admin.management.cli import OperatorCommand, one_line_errors, parse_int
-from pool_admin.pool import get_pool
+from pool_admin.pool import sweep_pool
 
 DEFAULT_LIMIT = 1_000
 
@@ -25,7 +25,7 @@ class Command(OperatorCommand):
         high = PoolOptions().max_sweep_limit
         limit = parse_int(options["limit"], "--limit", 1, high) or DEFAULT_LIMIT
         with one_line_errors(nothing_changed=False):
-            result = get_pool().sweep(limit)
+            result = sweep_pool(limit)
         self.stdout.write(
             f"Swept: removed {result.expired} expired proxy record(s) and {result.sessions} "
             f"expired worker session(s) (limit {limit})."

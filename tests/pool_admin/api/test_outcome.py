@@ -13,10 +13,10 @@ from django.db import connection
 from pool_admin import pool as pool_module
 from pool_admin.api.usage import flush_usage, usage_lines
 from pool_admin.config.models import UpstreamQuality
-from pool_admin.config.quality import minute_of
 from pool_admin.localservices import free_port
 from pool_admin.metrics import stream
-from pool_admin.metrics.stream import flush_events
+from pool_admin.metrics.retention import minute_of
+from pool_admin.metrics.stream import dropped_key, flush_events
 from tests.harness.metrics import drain_metrics
 from tests.pool_admin.api.conftest import PROXY_PASSWORD, make_seeder
 from tests.pool_admin.api.test_extract import assert_problem
@@ -61,7 +61,7 @@ def test_a_ban_quarantines_the_exit_and_is_counted(api, make_client, seed):
     assert seed.pool.quarantine_of([pid], datetime.now(UTC)) == {pid: frozenset({"shop.example"})}
     assert quality() == (0, 1, 0, 0)
     row = UpstreamQuality.objects.get()
-    assert row.minute == minute_of(before) or row.minute == minute_of(datetime.now(UTC))
+    assert row.period_start == minute_of(before) or row.period_start == minute_of(datetime.now(UTC))
 
 
 def test_each_outcome_is_counted_once_and_a_replay_not_again(api, make_client, seed):
@@ -211,27 +211,32 @@ def test_postgres_down_neither_fails_the_report_nor_loses_its_count(api, make_cl
 def test_the_streams_redis_stopped_costs_the_event_not_the_answer(
     api, make_client, seed, private_redis, settings, caplog
 ):
-    """The usage stream on a Redis of its own, stopped: the report answers 200 without waiting
-    on it; the event that could not be sent is counted and a warning says so."""
+    """The usage stream on a Redis of its own, stopped: an extract and an outcome report answer
+    200 without waiting on it; the events that could not be sent are counted and a warning
+    says so; once it is back, events flow again."""
     server = private_redis()
     settings.METRICS_REDIS_URL = server.url
-    seed(n=2)
+    seed(n=3)
     client = api(make_client().plaintext)
     first, second = take(client, 2)
+    flush_events()
     server.stop()
     caplog.set_level(logging.WARNING, logger="pool_admin.metrics.stream")
     before = stream.dropped_events()
     started = time.monotonic()
+    assert len(take(client, 1)) == 1
     assert report(client, first, {"outcome": "timeout"}).status_code == 200
-    assert time.monotonic() - started < 1  # the answer never waited on the stream's Redis
+    assert time.monotonic() - started < 1  # the answers never waited on the stream's Redis
     stream._stream._warned_at = 0.0  # say it now, not up to 10 s later
     flush_events()
-    assert stream.dropped_events() == before + 1
-    assert any("1 events dropped" in r.getMessage() for r in caplog.records)
+    assert stream.dropped_events() == before + 2  # the extract's event and the report's
+    assert any("2 events dropped" in r.getMessage() for r in caplog.records)
     server.start()
     assert report(client, second, {"outcome": "ok"}).status_code == 200
     flush_events()
-    assert redis.Redis.from_url(server.url).xlen(settings.METRICS_STREAM) == 1
+    back = redis.Redis.from_url(server.url)
+    assert back.xlen(settings.METRICS_STREAM) == 1  # a new server (no persistence): one entry
+    assert int(back.get(dropped_key()) or 0) >= 2  # the drops, told to the deployment's count
 
 
 @pytest.mark.fault

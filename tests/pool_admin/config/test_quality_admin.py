@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from pool_admin.config.models import ProviderAccount, Upstream, UpstreamQuality
-from pool_admin.config.quality import minute_of
+from pool_admin.metrics.retention import minute_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -36,10 +36,10 @@ def test_the_upstream_list_shows_the_last_hours_quality(client, boss):
     upstream("acme-us")
     upstream("acme-eu")
     now = minute_of(timezone.now())
-    UpstreamQuality.objects.create(upstream="acme-us", minute=now, ok=6, banned=2)
-    UpstreamQuality.objects.create(upstream="acme-us", minute=now - timedelta(minutes=5), ok=1,
-                                   timeout=1)  # fmt: skip
-    UpstreamQuality.objects.create(upstream="acme-us", minute=now - timedelta(hours=2), ok=50)
+    UpstreamQuality.objects.create(upstream="acme-us", period_start=now, ok=6, banned=2)
+    five_ago = now - timedelta(minutes=5)
+    UpstreamQuality.objects.create(upstream="acme-us", period_start=five_ago, ok=1, timeout=1)
+    UpstreamQuality.objects.create(upstream="acme-us", period_start=now - timedelta(hours=2), ok=50)
     html = client.get(UPSTREAMS).content.decode()
     for header in ("Reports (1 h)", "OK (1 h)", "Banned (1 h)"):
         assert header in html
@@ -57,22 +57,24 @@ def test_the_upstream_list_costs_the_same_queries_for_any_number_of_rows(client,
         return len(ctx.captured_queries)
 
     upstream("u0")
-    UpstreamQuality.objects.create(upstream="u0", minute=minute_of(timezone.now()), ok=1)
+    UpstreamQuality.objects.create(upstream="u0", period_start=minute_of(timezone.now()), ok=1)
     one = queries()
     for i in range(1, 8):
         upstream(f"u{i}")
-        UpstreamQuality.objects.create(upstream=f"u{i}", minute=minute_of(timezone.now()), ok=i)
+        UpstreamQuality.objects.create(
+            upstream=f"u{i}", period_start=minute_of(timezone.now()), ok=i
+        )
     assert queries() == one  # no query per row
 
 
 def test_quality_rows_are_read_only_and_filterable(client, boss):
     row = UpstreamQuality.objects.create(
-        upstream="acme-us", minute=minute_of(timezone.now()), ok=3, auth_failed=1
+        upstream="acme-us", period_start=minute_of(timezone.now()), ok=3, auth_failed=1
     )
     html = client.get(QUALITY).content.decode()
     assert "acme-us" in html and ">4<" in html
     assert client.get(QUALITY + "?upstream=acme-us").status_code == 200
-    assert "By minute" in html and "By upstream" in html
+    assert "By period start" in html and "By upstream" in html
     assert client.get(reverse("admin:config_upstreamquality_add")).status_code == 403
     change = client.post(reverse("admin:config_upstreamquality_change", args=[row.pk]), {"ok": 9})
     assert change.status_code == 403

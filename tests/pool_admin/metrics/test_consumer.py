@@ -12,13 +12,15 @@ import textwrap
 import time
 from collections import Counter
 
+import orjson
 import pytest
 import redis
 
 from pool_admin.config.models import AppliedEntry, UpstreamQuality
 from pool_admin.metrics.consumer import Consumer, ConsumerOptions
-from pool_admin.metrics.events import encode
+from pool_admin.metrics.events import encode_event, entry_of
 from tests.harness.commands import REPO, database_url_of_test_db
+from tests.harness.metrics import entry
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # the consumers' processes see what is committed
@@ -39,16 +41,19 @@ def options(unique_prefix) -> ConsumerOptions:
 
 
 def produce(client: redis.Redis, options: ConsumerOptions, n: int, seed: int) -> Counter:
-    """``n`` outcome events over three upstreams; what they add up to."""
+    """``n`` entries of 1 to 20 outcome events each, over three upstreams (as producer
+    processes send them); what they add up to."""
     rng = random.Random(seed)
     totals: Counter[tuple[str, str]] = Counter()
     pipe = client.pipeline(transaction=False)
     for _ in range(n):
-        upstream, outcome = f"u{rng.randrange(3)}", rng.choice(OUTCOMES)
-        totals[(upstream, outcome)] += 1
-        entry = encode("outcome", AT_MS + rng.randrange(60_000), {"upstream": upstream,
-                                                                  "outcome": outcome})  # fmt: skip
-        pipe.xadd(options.stream, entry)  # type: ignore[arg-type]
+        events = []
+        for _ in range(rng.randint(1, 20)):
+            upstream, outcome = f"u{rng.randrange(3)}", rng.choice(OUTCOMES)
+            totals[(upstream, outcome)] += 1
+            fields = {"upstream": upstream, "outcome": outcome}
+            events.append(("outcome", AT_MS + rng.randrange(60_000), fields))
+        pipe.xadd(options.stream, entry(*events))  # type: ignore[arg-type]
     pipe.execute()
     return totals
 
@@ -76,7 +81,7 @@ def test_events_become_per_minute_rows_once(redis_client, options):
     drain(consumer)
     assert stored() == totals
     assert UpstreamQuality.objects.count() == 3  # one row per upstream and minute
-    assert AppliedEntry.objects.count() == 500
+    assert AppliedEntry.objects.count() == 500  # one per entry, each of many events
     # The same entries delivered again (a consumer that died after its commit) add nothing.
     entries = redis_client.xrange(options.stream)
     assert consumer.handle(entries) == 0
@@ -88,20 +93,29 @@ def test_a_malformed_entry_is_dead_lettered_with_its_reason_and_stops_nothing(
     redis_client, options
 ):
     totals = produce(redis_client, options, 20, seed=2)
-    redis_client.xadd(options.stream, {"k": "outcome", "t": "1", "d": b"{not json"})
-    redis_client.xadd(options.stream, {"k": "outcome", "t": str(AT_MS),
-                                       "d": b'{"upstream": "u1", "outcome": "great"}'})  # fmt: skip
+    redis_client.xadd(options.stream, {"e": b"[not json"})
+    # One event of an entry is bad: it alone is dead-lettered, the entry's others count.
+    good = encode_event("outcome", AT_MS, {"upstream": "u1", "outcome": "ok"})
+    bad = orjson.dumps(["outcome", AT_MS, {"upstream": "u1", "outcome": "great"}])
+    redis_client.xadd(options.stream, entry_of([good, good, bad]))  # type: ignore[arg-type]
+    totals[("u1", "ok")] += 2
     redis_client.xadd(options.stream, {"hello": "world"})
+    redis_client.xadd(options.stream, {"e": b'{"not": "a list"}'})
+    redis_client.xadd(options.stream, {"e": b'[["outcome", 1], "x"]'})
     totals += produce(redis_client, options, 20, seed=3)
     drain(Consumer(redis_client, "c1", options))
     assert stored() == totals
     dead = redis_client.xrange(options.dead_letter)
-    assert [fields[b"reason"] for _, fields in dead] == [
-        b"unreadable",
-        b"outcome: bad outcome",
-        b"not an event entry",
+    assert [(fields[b"reason"], fields.get(b"index")) for _, fields in dead] == [
+        (b"unreadable", None),
+        (b"outcome: bad outcome", b"2"),
+        (b"not an event entry", None),
+        (b"not a list of events", None),
+        (b"not an event", b"0"),
+        (b"not an event", b"1"),
     ]
     assert all(b"id" in fields for _, fields in dead)
+    assert b'"great"' in dead[1][1][b"event"]  # what the event was, for whoever looks
     assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
 
 

@@ -15,6 +15,7 @@ from pool_admin.config.models import ProviderAccount, Upstream
 from pool_admin.metrics import exposition
 from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
 from pool_admin.pool import get_pool
+from tests.harness.metrics import drain_metrics
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -55,7 +56,15 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     pool.upsert_fetched(FetchedBatch("acme-a", proxies, 100, timedelta(seconds=5), now))
     pool.apply_health([HealthUpdate("p0", ProxyState.AVAILABLE, now)])
     emit_event("outcome", upstream="acme-a", outcome="ok")
+    emit_event("extract", client="c1", outcome="ok", returned=2, duration_ms=12,
+               draws=[["acme-a", "us", 2, 1_500]])  # fmt: skip
+    emit_event("fetch", upstream="acme-a", received=6, inserted=5, refreshed=0, available=2,
+               dropped={"bad_port": 1})  # fmt: skip
+    emit_event("check", upstream="acme-a", source="intake", states={"available": 2,
+               "unhealthy": 3}, latency_ms=90, timed=2)  # fmt: skip
+    emit_event("expired", upstream="acme-a", used=1, unused=4)
     flush_events()
+    drain_metrics()
     redis.Redis.from_url(redis_url).incrby(dropped_key(), 3)
 
     response = scrape()
@@ -69,15 +78,31 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     assert ({"upstream": "acme-a"}, 3.0) in got["proxypool_upstream_managed_proxies"]
     assert ({"upstream": "acme-a"}, 2.0) in got["proxypool_upstream_available_slots"]
     assert got["proxypool_upstream_read_errors"] == [({}, 0.0)]
-    assert got["proxypool_usage_stream_entries"] == [({}, 1.0)]
+    assert got["proxypool_usage_stream_entries"] == [({}, 1.0)]  # the five events: one entry
     assert got["proxypool_usage_events_dropped"] == [({}, 3.0)]  # the _total sample
     assert "proxypool_usage_dead_letter_entries" in got
-    # Prometheus' rules: the prefix, and no label but the upstream (no proxy, IP or session).
+    # The pipeline's counters, from what the consumer applied: the outcome, an extract call
+    # that drew two proxies, a fetch and its checks, an expiry.
+    assert got["proxypool_usage_events_applied"] == [({}, 5.0)]
+    assert got["proxypool_outcome_reports"] == [({"upstream": "acme-a", "outcome": "ok"}, 1.0)]
+    assert got["proxypool_extract_calls"] == [({"outcome": "ok"}, 1.0)]
+    assert got["proxypool_extracted_proxies"] == [({"upstream": "acme-a"}, 2.0)]
+    assert ({"upstream": "acme-a", "reason": "bad_port"}, 1.0) in got["proxypool_dropped_entries"]
+    checks = got["proxypool_checks"]
+    assert ({"upstream": "acme-a", "source": "intake", "result": "available"}, 2.0) in checks
+    assert ({"upstream": "acme-a", "used": "false"}, 4.0) in got["proxypool_expired_proxies"]
+    assert ({"upstream": "acme-a"}, 2.0) in got["proxypool_time_to_first_use_seconds"]  # count
+    assert ({"upstream": "acme-a"}, 0.09) in got["proxypool_check_latency_seconds"]  # sum, s
+    assert ({}, 0.012) in got["proxypool_extract_duration_seconds"]
+    assert got["proxypool_usage_totals_truncated"] == [({}, 0.0)]
+    # Prometheus' rules: the prefix, and no label but the upstream and small fixed sets (no
+    # proxy, IP, session or client).
     assert all(name.startswith("proxypool_") for name in got)
     assert {key for samples in got.values() for labels, _ in samples for key in labels} <= {
-        "upstream"
-    }
+        "upstream", "outcome", "reason", "source", "result", "used", "quantile"
+    }  # fmt: skip
     assert b"proxypool_usage_events_dropped_total 3.0" in response.content
+    assert b'proxypool_extracted_proxies_total{upstream="acme-a"} 2.0' in response.content
 
 
 def test_a_scrape_is_read_at_most_once_per_few_seconds():

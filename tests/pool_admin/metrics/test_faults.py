@@ -13,8 +13,8 @@ import psycopg
 import pytest
 import redis
 
-from pool_admin.metrics.events import encode
 from tests.harness.commands import REPO, manage
+from tests.harness.metrics import entry
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.fault]
 
@@ -43,8 +43,8 @@ def test_postgres_stopped_under_the_consumer_loses_nothing(
 
     def produce(n: int) -> None:
         for i in range(n):
-            entry = encode("outcome", AT_MS + i, {"upstream": "u1", "outcome": "ok"})
-            client.xadd(events, entry)  # type: ignore[arg-type]
+            one = entry(("outcome", AT_MS + i, {"upstream": "u1", "outcome": "ok"}))
+            client.xadd(events, one)  # type: ignore[arg-type]
 
     log = (tmp_path / "consumer.log").open("wb")
     consumer = subprocess.Popen(
