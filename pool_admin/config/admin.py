@@ -187,6 +187,8 @@ class UpstreamAdmin(SimpleHistoryAdmin):
         "reports_1h",
         "ok_1h",
         "banned_1h",
+        "fetched_1h",
+        "waste_1h",
         "updated_at",
     )
     list_filter = ("enabled", "account", "kind", "preset", "default_protocol", "default_region")
@@ -259,9 +261,24 @@ class UpstreamAdmin(SimpleHistoryAdmin):
     def banned_1h(self, obj: Upstream) -> int:
         return obj.banned_last_hour  # type: ignore[attr-defined,no-any-return]
 
+    @admin.display(description="Fetched (1 h)", ordering="fetched_last_hour")
+    def fetched_1h(self, obj: Upstream) -> int:
+        return obj.fetched_last_hour  # type: ignore[attr-defined,no-any-return]
+
+    @admin.display(description="Wasted (1 h)", ordering="expired_unused_last_hour")
+    def waste_1h(self, obj: Upstream) -> str:
+        """Of the proxies that reached their expiry in the last hour, the share never used."""
+        unused: int = obj.expired_unused_last_hour  # type: ignore[attr-defined]
+        ended = unused + obj.expired_used_last_hour  # type: ignore[attr-defined]
+        if not ended:
+            return "-"
+        return f"{100 * unused / ended:.0f}% of {ended}"
+
 
 def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
-    """Annotate ``reports_last_hour``, ``ok_last_hour`` and ``banned_last_hour`` (0 if none).
+    """Annotate ``reports_last_hour``, ``ok_last_hour``, ``banned_last_hour``,
+    ``fetched_last_hour``, ``expired_used_last_hour`` and ``expired_unused_last_hour`` (0 if
+    none).
 
     Correlated subqueries on the quality rows of the last 60 minutes, joined by upstream name:
     one SQL query for a whole page, whatever its length.
@@ -281,6 +298,9 @@ def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
         reports_last_hour=total(sum((F(o.value) for o in Outcome), Value(0))),
         ok_last_hour=total("ok"),
         banned_last_hour=total("banned"),
+        fetched_last_hour=total("fetched"),
+        expired_used_last_hour=total("expired_used"),
+        expired_unused_last_hour=total("expired_unused"),
     )
 
 

@@ -36,15 +36,17 @@ def test_the_upstream_list_shows_the_last_hours_quality(client, boss):
     upstream("acme-us")
     upstream("acme-eu")
     now = minute_of(timezone.now())
-    UpstreamQuality.objects.create(upstream="acme-us", period_start=now, ok=6, banned=2)
+    UpstreamQuality.objects.create(upstream="acme-us", period_start=now, ok=6, banned=2,
+                                   fetched=40, expired_used=3, expired_unused=1)  # fmt: skip
     five_ago = now - timedelta(minutes=5)
     UpstreamQuality.objects.create(upstream="acme-us", period_start=five_ago, ok=1, timeout=1)
     UpstreamQuality.objects.create(upstream="acme-us", period_start=now - timedelta(hours=2), ok=50)
     html = client.get(UPSTREAMS).content.decode()
-    for header in ("Reports (1 h)", "OK (1 h)", "Banned (1 h)"):
+    for header in ("Reports (1 h)", "OK (1 h)", "Banned (1 h)", "Fetched (1 h)", "Wasted (1 h)"):
         assert header in html
     row = html[html.index(">acme-us<") :].split("</tr>")[0]
     assert ">10<" in row and ">70%<" in row and ">2<" in row  # 10 reports, 7 ok, 2 banned
+    assert ">40<" in row and ">25% of 4<" in row  # of 4 that expired, 1 was never used
     quiet = html[html.index(">acme-eu<") :].split("</tr>")[0]
     assert ">0<" in quiet and ">-<" in quiet
     assert client.get(UPSTREAMS + "?o=10").status_code == 200  # sortable by reports
