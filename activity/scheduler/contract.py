@@ -20,6 +20,7 @@ from activity.scheduler.types import (
     MAX_LEASE,
     AccountLimits,
     Claim,
+    FetchStatus,
     NoClaim,
     Refusal,
     RequestOutcome,
@@ -436,3 +437,42 @@ class TestInput:
             with pytest.raises(InvalidRequest):
                 sched.request(T0, "a1", "u1", cooldown)
         refused(sched.claim(T0, "a1", ONE, LEASE), Refusal.NOTHING_DUE)
+
+
+class TestStatus:
+    def test_an_unknown_upstream_has_no_place_and_its_account_no_budget_used(self, sched):
+        assert sched.status(T0, "a1", "u1") == FetchStatus(None, None, None, 0, 0)
+
+    def test_status_follows_the_cadence_the_lease_the_request_and_the_budget(self, sched):
+        limits = AccountLimits(concurrency=2, proxies_per_minute=100)
+        sched.schedule("a1", "u1", T0)
+        sched.schedule("a1", "u2", T0 + timedelta(minutes=5))
+        assert sched.status(T0, "a1", "u2") == FetchStatus(T0 + timedelta(minutes=5), None,
+                                                           None, 0, 0)  # fmt: skip
+        claim = claimed(sched.claim(T0, "a1", limits, LEASE))
+        assert sched.take_proxies(T0, claim, limits, 30) == 30
+        sched.give_back_proxies(T0 + MS, claim, 10, T0)
+        assert sched.request(T0 + MS, "a1", "u1", timedelta(seconds=1)) is RequestOutcome.ACCEPTED
+        running = sched.status(T0 + 2 * MS, "a1", "u1")
+        # Due again when the lease ends unfinished; requested while it runs (pending).
+        assert running == FetchStatus(T0 + LEASE, T0 + LEASE, T0 + MS, 1, 20)
+        assert sched.status(T0 + 2 * MS, "a1", "u2").calls_last_minute == 1  # the account's
+        sched.finish(T0 + timedelta(seconds=1), claim, T0 + timedelta(minutes=10))
+        done = sched.status(T0 + timedelta(seconds=1), "a1", "u1")
+        assert (done.due_at, done.running_until, done.requested_at) == (
+            T0 + timedelta(minutes=10), None, T0 + MS)  # fmt: skip
+        later = sched.status(T0 + timedelta(minutes=1), "a1", "u1")
+        assert (later.calls_last_minute, later.proxies_last_minute) == (0, 0)  # left the window
+
+    def test_a_lease_that_ended_is_not_shown_running_and_status_changes_nothing(self, sched):
+        sched.schedule("a1", "u1", T0)
+        claim = claimed(sched.claim(T0, "a1", ONE, LEASE))
+        assert sched.status(T0 + LEASE, "a1", "u1").running_until is None
+        assert sched.status(T0 + LEASE - MS, "a1", "u1").running_until == T0 + LEASE
+        # A read: unlike a claim, it cleaned no ended lease, so the claim still renews on a
+        # clock before its end.
+        assert sched.renew(T0 + LEASE - MS, claim, LEASE).lease_expires_at == T0 + 2 * LEASE - MS
+
+    def test_bad_ids_are_refused(self, sched):
+        with pytest.raises(InvalidRequest):
+            sched.status(T0, "", "u1")

@@ -19,6 +19,7 @@ from activity.scheduler.types import (
     MAX_UPSTREAMS_PER_ACCOUNT,
     AccountLimits,
     Claim,
+    FetchStatus,
     NoClaim,
     Refusal,
     RequestOutcome,
@@ -213,6 +214,25 @@ class MemoryScheduler:
             else:
                 account.priority.setdefault(upstream_id, now_ms)
             return RequestOutcome.ACCEPTED
+
+    def status(self, now: datetime, account_id: str, upstream_id: str) -> FetchStatus:
+        account_id, upstream_id = _checks.ids(account_id, upstream_id)
+        now_ms = _checks.instant(now)
+        with self._lock:
+            account = self._accounts.get(account_id) or _Account()
+            due = account.cadence.get(upstream_id)
+            running = account.running.get(upstream_id)
+            requested = account.priority.get(upstream_id, account.pending.get(upstream_id))
+            window = now_ms - 60_000
+            inside = [n for at, n in account.proxies if at > window]  # oldest first, as Redis
+            granted = sum(inside[:MAX_GRANTS_PER_MINUTE])
+            return FetchStatus(
+                due_at=None if due is None else from_ms(due),
+                running_until=from_ms(running[1]) if running and running[1] > now_ms else None,
+                requested_at=None if requested is None else from_ms(requested),
+                calls_last_minute=sum(1 for at in account.calls if at > window),
+                proxies_last_minute=max(0, granted),
+            )
 
     # ------------------------------------------------------------------ rules
     def _current(self, account_id: str, upstream_id: str, token: str, now_ms: int) -> _Account:

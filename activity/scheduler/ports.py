@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from activity.scheduler.types import AccountLimits, Claim, NoClaim, RequestOutcome
+from activity.scheduler.types import AccountLimits, Claim, FetchStatus, NoClaim, RequestOutcome
 
 
 class FetchScheduler(Protocol):
@@ -72,6 +72,12 @@ class FetchScheduler(Protocol):
         """The fetch is done: its place is free and the upstream is due at ``next_due_at``
         (or at once, if it was requested while the fetch ran); ``LeaseLost`` as for ``renew``,
         so a redelivered task whose claim was finished or lost changes nothing."""
+        ...
+
+    def status(self, now: datetime, account_id: str, upstream_id: str) -> FetchStatus:
+        """The upstream's place in the scheduler and its account's budget used (a bounded read:
+        one member of each queue, the last minute's calls counted, its grants, at most
+        MAX_GRANTS_PER_MINUTE, summed)."""
         ...
 
     def request(

@@ -19,6 +19,7 @@ from activity.scheduler.types import (
     MAX_UPSTREAMS_PER_ACCOUNT,
     AccountLimits,
     Claim,
+    FetchStatus,
     NoClaim,
     Refusal,
     RequestOutcome,
@@ -27,7 +28,7 @@ from activity.scheduler.types import (
 _DIR = LUA_DIR / "scheduler"
 OPERATIONS = (
     "schedule", "forget", "drop_account", "claim", "renew", "take_call", "take_proxies",
-    "give_back_proxies", "finish", "request",
+    "give_back_proxies", "finish", "request", "status",
 )  # fmt: skip
 _WRAPPER = (
     "redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
@@ -128,6 +129,23 @@ class RedisScheduler:
         account_id, upstream_id = _checks.ids(account_id, upstream_id)
         now_ms, cooldown_ms = _checks.instant(now), _checks.cooldown(cooldown)
         return RequestOutcome(self._call("request", account_id, upstream_id, now_ms, cooldown_ms))
+
+    def status(self, now: datetime, account_id: str, upstream_id: str) -> FetchStatus:
+        account_id, upstream_id = _checks.ids(account_id, upstream_id)
+        now_ms = _checks.instant(now)
+        reply = self._call("status", account_id, upstream_id, now_ms, MAX_GRANTS_PER_MINUTE)
+
+        def at(name: str) -> datetime | None:
+            value = reply.get(name)
+            return None if value is None else from_ms(int(value))
+
+        return FetchStatus(
+            due_at=at("due"),
+            running_until=at("running"),
+            requested_at=at("requested"),
+            calls_last_minute=int(reply["calls"]),
+            proxies_last_minute=max(0, int(reply["proxies"])),
+        )
 
     def _call(self, name: str, account_id: str, *args: object) -> Any:
         # ARGV[1] of every operation: the account's key digest (its keys' names, lib.lua).

@@ -76,6 +76,21 @@ class NoClaim:
     retry_after: timedelta | None
 
 
+@dataclass(frozen=True)
+class FetchStatus:
+    """What the scheduler holds of one upstream and its account at ``now`` (the console's read;
+    it changes nothing): when it is due (None: not scheduled), until when its fetch runs (None:
+    none running), since when it is requested ahead of the cadence, and the account's vendor
+    API calls and proxies granted in the last minute (a grant at t counts while t > now - 60 s,
+    give-backs deducted)."""
+
+    due_at: datetime | None
+    running_until: datetime | None
+    requested_at: datetime | None
+    calls_last_minute: int
+    proxies_last_minute: int
+
+
 class RequestOutcome(StrEnum):
     #: The upstream is fetched ahead of the cadence (or right after the fetch running now).
     ACCEPTED = "accepted"

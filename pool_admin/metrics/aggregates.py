@@ -52,7 +52,8 @@ QUALITY = Table(
     ("upstream",),
     (
         *OUTCOMES,
-        *("received", "fetched", "refreshed", "became_available", "checked", "check_latency_ms"),
+        *("fetches", "received", "fetched", "refreshed", "became_available", "checked"),
+        "check_latency_ms",
         *("checks_timed", "extracted", "first_use_ms", "expired_used", "expired_unused"),
     ),
 )
@@ -108,8 +109,9 @@ def _extract(sums: Sums, e: Event) -> None:
 def _fetch(sums: Sums, e: Event) -> None:
     f = e.fields
     upstream = f["upstream"]
-    sums.add(QUALITY, (upstream,), e.at_ms, received=f["received"], fetched=f["inserted"],
-             refreshed=f["refreshed"], became_available=f["available"])  # fmt: skip
+    sums.add(QUALITY, (upstream,), e.at_ms, fetches=1, received=f["received"],
+             fetched=f["inserted"], refreshed=f["refreshed"],
+             became_available=f["available"])  # fmt: skip
     sums.total("received", upstream, amount=f["received"])
     sums.total("fetched", upstream, amount=f["inserted"])
     sums.total("became_available", upstream, amount=f["available"])

@@ -78,7 +78,7 @@ def test_a_proxy_that_stops_working_is_taken_out_by_its_recheck(tmp_path, target
     assert checks == {("intake", "available"): 1, ("recheck", "available"): 1,
                       ("recheck", "unhealthy"): 1}  # fmt: skip
     # Three checks, two timed: a refused connection measures no latency.
-    [row] = UpstreamQuality.objects.filter(upstream="acme-http").values(
-        "received", "fetched", "became_available", "checked", "checks_timed")  # fmt: skip
-    assert row == {"received": 1, "fetched": 1, "became_available": 1, "checked": 3,
+    columns = ("fetches", "received", "fetched", "became_available", "checked", "checks_timed")
+    [row] = UpstreamQuality.objects.filter(upstream="acme-http").values(*columns)
+    assert row == {"fetches": 1, "received": 1, "fetched": 1, "became_available": 1, "checked": 3,
                    "checks_timed": 2}  # fmt: skip

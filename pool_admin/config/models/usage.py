@@ -58,6 +58,7 @@ class UpstreamQuality(UsageRow):
     banned = _count()
     timeout = _count()
     auth_failed = _count()
+    fetches = _count("Provider responses written to the pool (fetches that asked the vendor).")
     received = _count("Entries the provider's responses listed.")
     fetched = _count("New proxies the pool took in (new lifecycles).")
     refreshed = _count("Known proxies a response listed again (their expiry refreshed).")
