@@ -29,7 +29,7 @@ fmt: venv
 # `python -m pytest` puts the repo root on sys.path, which `-p tests.harness.plugin` needs.
 # pytest's exit code 5 (no tests collected) is not a failure here.
 test: venv
-	$(PY) -m pool_admin.localservices install
+	$(PY) -m pool_admin.localservices install --tests
 	$(MAKE) --no-print-directory lint
 	$(PY) -m pytest; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; elif [ $$rc -ne 0 ]; then exit $$rc; fi

@@ -135,11 +135,23 @@ REQUIRED_PACKAGES: dict[str, Callable[[], object]] = {
 }
 
 
-def ensure_installed() -> None:
-    """apt-get install what ``REQUIRED_PACKAGES`` finds missing."""
-    packages = [name for name, present in REQUIRED_PACKAGES.items() if present() is None]
+def chromium_binary() -> str | None:
+    """Debian's Chromium: the console's browser tests drive it (Playwright's own browser
+    download is not reachable from the machines this runs on)."""
+    return shutil.which("chromium")
+
+
+#: What the tests need besides: installed by ``install --tests`` (``make test``), not by
+#: ``make run``.
+TEST_PACKAGES: dict[str, Callable[[], object]] = {"chromium": chromium_binary}
+
+
+def ensure_installed(wanted: dict[str, Callable[[], object]] | None = None) -> None:
+    """apt-get install what ``wanted`` (``REQUIRED_PACKAGES`` by default) finds missing."""
+    wanted = REQUIRED_PACKAGES if wanted is None else wanted
+    packages = [name for name, present in wanted.items() if present() is None]
     if not packages:
-        say(f"{', '.join(REQUIRED_PACKAGES)}: binaries are present")
+        say(f"{', '.join(wanted)}: binaries are present")
         return
     if os.geteuid() != 0:
         raise RuntimeError(f"missing {' '.join(packages)}; install them with apt-get as root")
@@ -148,7 +160,7 @@ def ensure_installed() -> None:
     subprocess.run(["apt-get", "update"], check=True, env=env)  # noqa: S607 - apt-get on PATH
     say(f"apt-get install -y {' '.join(packages)}")
     subprocess.run(["apt-get", "install", "-y", *packages], check=True, env=env)  # noqa: S603, S607
-    still = [name for name, present in REQUIRED_PACKAGES.items() if present() is None]
+    still = [name for name, present in wanted.items() if present() is None]
     if still:
         raise RuntimeError(
             f"apt-get installed {' '.join(packages)} but {' '.join(still)} is missing"
@@ -422,11 +434,14 @@ class PostgresCluster:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pool_admin.localservices")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("install", help="apt-get install the servers the project runs, if missing")
+    install = sub.add_parser("install", help="apt-get install the servers the project runs, "
+                             "if missing")  # fmt: skip
+    install.add_argument("--tests", action="store_true",
+                         help="and what the tests need besides (Chromium)")  # fmt: skip
     sub.add_parser("status", help="say whether REDIS_URL and DATABASE_URL answer")
     args = parser.parse_args(argv)
     if args.command == "install":
-        ensure_installed()
+        ensure_installed({**REQUIRED_PACKAGES, **(TEST_PACKAGES if args.tests else {})})
         return 0
     redis_url = os.environ.get("REDIS_URL") or DEFAULT_REDIS_URL
     database_url = os.environ.get("DATABASE_URL") or DEFAULT_DATABASE_URL

@@ -141,6 +141,7 @@ INSTALLED_APPS = [
     "csp",
     "pool_admin",
     "pool_admin.config",
+    "pool_admin.console",
 ]
 
 MIDDLEWARE = [

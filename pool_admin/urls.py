@@ -12,6 +12,8 @@ admin.site.site_title = "Proxy Pool"
 admin.site.index_title = "Administration"
 
 urlpatterns = [
+    # The live console (pool_admin/console/), before the admin's own catch-all app URLs.
+    path("admin/console/", include("pool_admin.console.urls")),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

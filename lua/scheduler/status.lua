@@ -6,6 +6,7 @@
 -- KEYS[1]  <prefix>:{sched}:meta
 -- ARGV[1]  account digest   ARGV[2] upstream ID   ARGV[3] now (ms)   ARGV[4] most grants read
 -- Returns: {"ok": {due?, running?, requested?, calls, proxies}} (ms; absent: none)
+-- Errors: none (a read; an unknown account or upstream has nothing to show)
 assert(#ARGV == 4, 'status: arity')
 local upstream, now, max_grants = ARGV[2], tonum(ARGV[3]), tonum(ARGV[4])
 local reply = {}

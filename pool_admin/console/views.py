@@ -1,0 +1,43 @@
+"""The console's pages (staff only: every URL goes through ``admin.site.admin_view``).
+
+A page renders whole on its first load; its live part is re-read by the page itself every few
+seconds (static/console/console.js, the interval the operator picks, 2 s at the least) from
+the same URL with ``?part=live``, which renders only that part: one template, no second
+rendering in JavaScript, and no inline script (the site's Content-Security-Policy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from pool_admin.console.overview import overview
+
+#: The refresh intervals an operator may pick, seconds (0: off); Sidekiq's floor is 2 s.
+REFRESH_CHOICES = (2, 5, 10, 30, 60, 0)
+DEFAULT_REFRESH_S = 5
+
+
+def _page(request: HttpRequest, template: str, title: str, context: dict[str, Any]) -> HttpResponse:
+    if request.GET.get("part") == "live":  # admin_view marks every answer never-cache
+        return TemplateResponse(request, f"console/_{template}", context)
+    return TemplateResponse(
+        request,
+        f"console/{template}",
+        {
+            **admin.site.each_context(request),
+            "title": title,
+            "live_part": f"console/_{template}",
+            "refresh_choices": REFRESH_CHOICES,
+            "default_refresh_s": DEFAULT_REFRESH_S,
+            **context,
+        },
+    )
+
+
+def overview_view(request: HttpRequest) -> HttpResponse:
+    data = overview()
+    return _page(request, "overview.html", "Console", {"overview": data, "now": data.at})

@@ -1,0 +1,115 @@
+"""A pool with something of everything, seeded through the pool's and the scheduler's ports
+and the usage aggregates, for the console's tests (server-side and in the browser).
+
+Upstream ``acme-us`` (account ``acme``): 12 proxies fetched; 6 AVAILABLE, 2 SUSPECT, 1
+UNHEALTHY, 1 left FETCHED; 2 extracted by client ``crawler-1``. Worker ``edge-1`` holds 2 of
+the AVAILABLE ones (one draining). ``acme-eu``: 3 AVAILABLE. The scheduler runs a fetch of
+acme-us and has acme-eu due in 5 minutes. The last hour: 20 fetched, 8 extracted, 3 of the 4
+that expired never used; 10 checks, 8 passed. One open alert on acme-us.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from activity import ExtractMode, ExtractRequest
+from activity.credentials import SecretRef
+from activity.scheduler.types import AccountLimits
+from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
+from pool_admin import alerts
+from pool_admin.config.credential_store import CredentialStore
+from pool_admin.config.models import Alert, Credential, ProviderAccount, Upstream
+from pool_admin.filling import scheduler
+from pool_admin.metrics.aggregates import apply_events
+from pool_admin.metrics.events import Event
+from pool_admin.pool import get_pool
+
+PROXY_PASSWORD = "console-pw-Zq81"  # must never appear in a page
+
+
+@dataclass
+class World:
+    now: datetime
+    us: Upstream
+    eu: Upstream
+    extracted: list[str]
+    owned: list[str]
+
+
+def _proxies(upstream: str, n: int, now: datetime, ref: SecretRef) -> list[FetchedProxy]:
+    return [
+        FetchedProxy(
+            proxy_id=f"{upstream}-p{i}", unique_key=f"{upstream}-10.7.0.{i + 1}:8080",
+            host=f"10.7.{len(upstream)}.{i + 1}", port=8080, protocol="http",
+            expires_at=now + timedelta(minutes=30), region="us" if upstream.endswith("us")
+            else "de", carrier="att", secret_ref=ref,
+        )
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def seed_world() -> World:
+    now = datetime.now(UTC)
+    account = ProviderAccount.objects.create(name="acme", api_calls_per_minute=60,
+                                             proxies_per_minute=1_000)  # fmt: skip
+    us = Upstream.objects.create(
+        name="acme-us",
+        account=account,
+        kind="preset",
+        preset="webshare_list",
+        endpoint_url="http://vendor.invalid/",
+    )
+    eu = Upstream.objects.create(
+        name="acme-eu",
+        account=account,
+        kind="preset",
+        preset="webshare_list",
+        endpoint_url="http://vendor.invalid/",
+    )
+    pool = get_pool()
+    ref = CredentialStore().put("console-proxy-auth", PROXY_PASSWORD, username="console-user",
+                                purpose=Credential.Purpose.PROXY_AUTH).ref  # fmt: skip
+    pool.upsert_fetched(FetchedBatch("acme-us", _proxies("acme-us", 12, now, ref), 1000,
+                                     timedelta(seconds=5), now))  # fmt: skip
+    pool.upsert_fetched(FetchedBatch("acme-eu", _proxies("acme-eu", 3, now, ref), 1000,
+                                     timedelta(seconds=5), now))  # fmt: skip
+    states = [ProxyState.AVAILABLE] * 8 + [ProxyState.SUSPECT] * 2 + [ProxyState.UNHEALTHY]
+    pool.apply_health([HealthUpdate(f"acme-us-p{i}", s, now, latency_ms=30)
+                       for i, s in enumerate(states)])  # fmt: skip
+    pool.apply_health([HealthUpdate(f"acme-eu-p{i}", ProxyState.AVAILABLE, now, latency_ms=30)
+                       for i in range(3)])  # fmt: skip
+    taken = pool.extract(ExtractRequest("crawler-1", 2, ExtractMode.PARTIAL,
+                                        filters=_upstream("acme-us")))  # fmt: skip
+    extracted = [p.proxy_id for p in taken.proxies]
+    free = [f"acme-us-p{i}" for i in range(8) if f"acme-us-p{i}" not in extracted]
+    owned = free[:2]
+    assignments = [pool.assign(now, pid, "edge-1", timedelta(minutes=10)) for pid in owned]
+    pool.begin_drain(owned[1], "edge-1", assignments[1].epoch)
+    sched = scheduler()
+    sched.schedule("acme", "acme-us", now - timedelta(seconds=1))
+    sched.schedule("acme", "acme-eu", now + timedelta(minutes=5))
+    claim = sched.claim(now, "acme", AccountLimits(concurrency=1, calls_per_minute=60),
+                        timedelta(minutes=2))  # fmt: skip
+    assert getattr(claim, "upstream_id", None) == "acme-us", claim
+    ms = int(now.timestamp() * 1000)
+    apply_events([
+        Event("fetch", ms, {"upstream": "acme-us", "received": 21, "inserted": 20,
+                            "refreshed": 0, "available": 16, "dropped": {"bad_port": 1}}),
+        Event("check", ms, {"upstream": "acme-us", "source": "intake",
+                            "states": {"available": 8, "unhealthy": 2}, "latency_ms": 400,
+                            "timed": 10}),
+        Event("extract", ms, {"client": "crawler-1", "outcome": "ok", "returned": 8,
+                              "duration_ms": 9, "draws": [["acme-us", "us", 8, 80_000]]}),
+        Event("expired", ms, {"upstream": "acme-us", "used": 1, "unused": 3}),
+    ])  # fmt: skip
+    for _ in range(3):
+        alerts.record(us, Alert.Kind.FETCH_FAILING, failed=True, detail="vendor said 500")
+    assert Alert.objects.filter(opened_at__isnull=False, closed_at__isnull=True).count() == 1
+    return World(now, us, eu, extracted, owned)
+
+
+def _upstream(name: str):
+    from activity import ExtractFilters
+
+    return ExtractFilters(upstream=name)

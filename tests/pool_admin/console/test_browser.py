@@ -1,0 +1,77 @@
+"""The console in a real browser (headless Debian chromium, Playwright), against a live server
+on real Redis and PostgreSQL: log in, open each page, the figures shown are what the pool
+holds, the page refreshes itself without a reload, a non-staff user is refused, no secret in
+any page. Screenshots of every page: test-artifacts/console/ (tests/harness/browser.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from playwright.sync_api import expect
+
+from activity import ExtractFilters, ExtractMode, ExtractRequest
+from pool_admin.pool import get_pool
+from tests.harness.browser import log_in, screenshot
+from tests.harness.console_world import PROXY_PASSWORD, seed_world
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),  # the live server's threads see what is committed
+    pytest.mark.postgres,
+    pytest.mark.redis,
+    pytest.mark.browser,
+    pytest.mark.slow,
+]
+
+PASSWORD = "a-Long-pass-123"
+
+
+@pytest.fixture
+def world(filling_pool, transactional_db):
+    return seed_world()
+
+
+@pytest.fixture
+def operator(transactional_db):
+    return get_user_model().objects.create_user("op", password=PASSWORD, is_staff=True)
+
+
+def figure(page, name: str, upstream: str | None = None) -> str:
+    scope = f'tr[data-upstream="{upstream}"] ' if upstream else ""
+    return page.inner_text(f'{scope}[data-figure="{name}"]').strip()
+
+
+def test_an_operator_opens_the_overview_and_it_follows_the_pool(page, live_server, world, operator):
+    log_in(page, live_server.url, "op", PASSWORD)
+    page.click("text=Console")
+    page.wait_for_selector("#console-upstreams")
+    assert page.url.endswith("/admin/console/")
+    pool = get_pool()
+    for name in ("acme-us", "acme-eu"):
+        assert figure(page, "unextracted", name) == f"{pool.inventory(name):,}"
+        assert figure(page, "managed", name) == f"{pool.upstream_inventory(name).managed:,}"
+    assert figure(page, "total-unextracted") == "13"
+    screenshot(page, "overview")
+    assert PROXY_PASSWORD not in page.content()
+
+    # The page refreshes its live part on its own, without a reload.
+    page.evaluate("window.notReloaded = true")
+    page.select_option("#console-interval", "2")
+    pool.extract(ExtractRequest("crawler-1", 3, ExtractMode.PARTIAL,
+                                filters=ExtractFilters(upstream="acme-us")))  # fmt: skip
+    # Playwright's expect polls from outside the page: the page's CSP (no eval) stays on.
+    cell = page.locator('tr[data-upstream="acme-us"] [data-figure="unextracted"]')
+    expect(cell).to_have_text("7", timeout=8_000)
+    assert page.evaluate("window.notReloaded") is True
+    assert figure(page, "total-unextracted") == "10"
+    # The interval chosen is kept for the next visit.
+    page.reload()
+    assert page.input_value("#console-interval") == "2"
+
+
+def test_a_user_who_is_not_staff_is_refused(page, live_server, world, transactional_db):
+    get_user_model().objects.create_user("visitor", password=PASSWORD)
+    log_in(page, live_server.url, "visitor", PASSWORD)
+    page.goto(f"{live_server.url}/admin/console/")
+    assert "/admin/login/" in page.url
+    assert page.query_selector("#console-upstreams") is None
+    screenshot(page, "refused")

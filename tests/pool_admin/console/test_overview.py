@@ -1,0 +1,87 @@
+"""The console's overview (pool_admin/console/): what the pool, the scheduler and the aggregates
+hold, per upstream and in total, for staff only; its live part re-read on its own."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from pool_admin.pool import get_pool
+from tests.harness.console_world import PROXY_PASSWORD
+
+pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
+
+OVERVIEW = "/admin/console/"
+
+
+def figure(html: str, name: str, upstream: str | None = None) -> str:
+    """The text of the element marked ``data-figure=name`` (in the upstream's row if given)."""
+    if upstream is not None:
+        html = html[html.index(f'data-upstream="{upstream}"') :].split("</tr>")[0]
+    match = re.search(rf'data-figure="{name}"[^>]*>(.*?)</', html, re.S)
+    assert match, (name, upstream)
+    return re.sub(r"<[^>]+>", "", match.group(1)).strip()
+
+
+def test_the_overview_shows_what_the_pool_holds(client, staff, world):
+    html = client.get(OVERVIEW).content.decode()
+    pool = get_pool()
+    for name in ("acme-us", "acme-eu"):
+        slots = pool.upstream_inventory(name)
+        assert figure(html, "unextracted", name) == f"{pool.inventory(name):,}"
+        assert figure(html, "managed", name) == f"{slots.managed:,}"
+        assert figure(html, "slots", name) == f"{slots.available_slots:,}"
+    # The seeded counts themselves: 12 fetched, 2 extracted; 10 managed (UNHEALTHY is not).
+    assert (figure(html, "unextracted", "acme-us"), figure(html, "managed", "acme-us")) == (
+        "10", "9")  # fmt: skip
+    assert figure(html, "total-unextracted") == "13"
+    assert figure(html, "lease", "acme-us").startswith("running, lease ends in")
+    assert figure(html, "next-due", "acme-eu").startswith("in ")
+    assert figure(html, "calls", "acme-us") == "1 / 60"  # the claim's call, of the minute's 60
+    assert figure(html, "pass", "acme-us").startswith("80%")
+    assert figure(html, "waste", "acme-us") == "75%"
+    assert figure(html, "alerts", "acme-us") == "1" and figure(html, "alerts", "acme-eu") == "0"
+    assert figure(html, "last-fetch", "acme-us").endswith("ago")
+    assert figure(html, "total-fetched") == "20" and figure(html, "total-extracted") == "8"
+    assert PROXY_PASSWORD not in html and "10.7." not in html  # no secret, no address
+
+
+def test_the_live_part_alone_is_rendered_for_the_refresh(client, staff, world):
+    part = client.get(OVERVIEW + "?part=live")
+    assert part.status_code == 200 and "no-store" in part["Cache-Control"]
+    body = part.content.decode()
+    assert 'data-upstream="acme-us"' in body and "<html" not in body
+
+
+def test_the_console_is_on_the_admin_index_and_for_staff_only(client, staff, world):
+    index = client.get(reverse("admin:index")).content.decode()
+    assert "Console" in index
+    assert client.get(reverse("admin:console_console_changelist")).url == OVERVIEW
+    client.logout()
+    assert client.get(OVERVIEW).status_code == 302  # to the login page
+    nobody = get_user_model().objects.create_user("visitor", password="a-Long-pass-123")
+    client.force_login(nobody)
+    refused = client.get(OVERVIEW)
+    assert refused.status_code == 302 and "/login/" in refused.url
+    assert client.get(OVERVIEW + "?part=live").status_code == 302
+
+
+def test_an_upstream_the_pool_cannot_read_says_so_and_the_page_stands(
+    client, staff, world, settings, private_redis
+):
+    from pool_admin import filling
+    from pool_admin.pool import reset_pool
+
+    server = private_redis()
+    reset_pool(server.url, "gone")
+    filling.reset()
+    settings.REDIS_URL = server.url
+    server.stop()
+    response = client.get(OVERVIEW)
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert figure(html, "unavailable", "acme-us").startswith("unavailable: ")
+    assert "could not be read now" in html
