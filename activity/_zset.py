@@ -66,3 +66,16 @@ class ZSet:
 
     def first(self, limit: int) -> list[tuple[str, int]]:
         return [(member, score) for score, member in self._order.islice(0, limit)]
+
+    def rank(self, member: str) -> int | None:
+        """ZRANK key member"""
+        score = self._scores.get(member)
+        return None if score is None else int(self._order.index((score, member)))
+
+    def count_below(self, threshold: int) -> int:
+        """ZCOUNT key -inf (threshold"""
+        return int(self._order.bisect_left((threshold,)))
+
+    def range(self, start: int, count: int) -> list[tuple[str, int]]:
+        """ZRANGE key start start+count-1 WITHSCORES"""
+        return [(member, score) for score, member in self._order.islice(start, start + count)]

@@ -11,6 +11,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from activity.inspection import BrowsePage, BrowseQuery, ProxyDetail
 from activity.types import (
     Assignment,
     CallQuota,
@@ -148,6 +149,16 @@ class Maintenance(Protocol):
     def sweep(self, limit: int) -> SweepResult: ...
 
 
+class PoolInspector(Protocol):
+    """The console's reads: bounded pages of the pool and one proxy whole (inspection.py)."""
+
+    def browse(self, query: BrowseQuery) -> BrowsePage: ...
+
+    def proxy_detail(self, proxy_id: str) -> ProxyDetail | None:
+        """The live proxy, or None (never held, removed, or past its hard expiry)."""
+        ...
+
+
 class ActivityPool(
     Upserter,
     HealthStore,
@@ -163,6 +174,7 @@ class ActivityPool(
     SlotsReader,
     OutcomeStore,
     Maintenance,
+    PoolInspector,
     Protocol,
 ):
     """Every port at once: what the contract suite and the admin console hold."""

@@ -28,6 +28,7 @@ from activity.contract.generation import TestGeneration
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
 from activity.contract.input_caps import TestInputCaps
+from activity.contract.inspection import TestBrowse, TestProxyDetail
 from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
 from activity.contract.passive import TestPassiveHealth, TestPassiveHealthInput
@@ -42,6 +43,7 @@ from activity.contract.upsert import TestUpsert, TestUpsertInput
 __all__ = [
     "PoolFactory",
     "PoolHarness",
+    "TestBrowse",
     "TestConcurrency",
     "TestDeadlines",
     "TestExtract",
@@ -59,6 +61,7 @@ __all__ = [
     "TestOwnershipInput",
     "TestPassiveHealth",
     "TestPassiveHealthInput",
+    "TestProxyDetail",
     "TestQuota",
     "TestQuotaBound",
     "TestQuotaInput",

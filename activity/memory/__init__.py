@@ -17,9 +17,11 @@ from datetime import datetime, timedelta
 
 from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
+from activity.inspection import BrowsePage, BrowseQuery, ProxyDetail
 from activity.memory._records import Record, Session
 from activity.memory._state import PoolState
 from activity.memory.extract import Extracts
+from activity.memory.inspection import Inspector
 from activity.memory.outcomes import Outcomes
 from activity.memory.ownership import Ownership
 from activity.memory.sessions import WorkerSessions
@@ -81,6 +83,7 @@ class MemoryPool:
         self._workers = WorkerSessions(state)
         self._outcomes = Outcomes(state)
         self._sweeper = Sweeper(state)
+        self._inspector = Inspector(state)
 
     # The differential test reads the reference's tables to pick plausible inputs.
     @property
@@ -176,3 +179,10 @@ class MemoryPool:
     # ------------------------------------------------------------------ Maintenance
     def sweep(self, limit: int) -> SweepResult:
         return self._sweeper.sweep(limit)
+
+    # ------------------------------------------------------------------ PoolInspector
+    def browse(self, query: BrowseQuery) -> BrowsePage:
+        return self._inspector.browse(query)
+
+    def proxy_detail(self, proxy_id: str) -> ProxyDetail | None:
+        return self._inspector.proxy_detail(proxy_id)

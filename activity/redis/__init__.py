@@ -16,9 +16,11 @@ import redis
 
 from activity import _validation as v
 from activity._time import from_ms, span_ms
+from activity._validation.inspection import prepare_browse
 from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
 from activity.errors import InvalidBatch, InvalidRequest
+from activity.inspection import BrowseCursor, BrowsePage, BrowseQuery, ProxyDetail
 from activity.redis._codec import (
     as_dict,
     as_list,
@@ -27,6 +29,8 @@ from activity.redis._codec import (
     due_check,
     expired_tally,
     extracted,
+    proxy_detail,
+    proxy_summary,
     quota_arg,
     static_record,
 )
@@ -333,6 +337,27 @@ class RedisPool:
             int(reply["quarantines"]),
             expired_tally(as_dict(reply["tally"])),
         )
+
+    # ------------------------------------------------------------------ PoolInspector
+    def browse(self, query: BrowseQuery) -> BrowsePage:
+        q = prepare_browse(query, self.options)
+        reply = self._scripts.call(
+            "browse", self._now(), q.upstream, q.state, q.protocol, q.region, q.carrier,
+            "" if q.after_ms is None else q.after_ms, q.after_id, q.limit, q.budget,
+        )  # fmt: skip
+        proxies = tuple(proxy_summary(*row) for row in as_list(reply["proxies"]))
+        after = reply.get("next")
+        return BrowsePage(
+            proxies=proxies,
+            next=None if not after else BrowseCursor(int(after[0]), str(after[1])),
+            examined=int(reply["examined"]),
+            partial=bool(reply["partial"]),
+        )
+
+    def proxy_detail(self, proxy_id: str) -> ProxyDetail | None:
+        v.text(proxy_id, "proxy_id", self.options)
+        reply = self._scripts.call("proxy_detail", self._now(), proxy_id)
+        return None if reply is None else proxy_detail(as_list(reply))
 
     # ------------------------------------------------------------------ OutcomeStore
     def report_outcome(self, report: OutcomeReport) -> OutcomeResult:

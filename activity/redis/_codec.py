@@ -10,6 +10,7 @@ import orjson
 
 from activity import _validation as v
 from activity._time import from_ms
+from activity.inspection import ProxyDetail, ProxySummary, username_hint
 from activity.types import (
     Assignment,
     DrainTicket,
@@ -110,6 +111,48 @@ def extracted(p: list[Any]) -> ExtractedProxy:
         password=p[_AT["pw"]],
         labels={str(k): str(val) for k, val in p[_AT["lb"]]},
         fetched_at=from_ms(int(p[_AT["f"]])),
+    )
+
+
+def proxy_summary(state: str, checked_ms: int | None, extracted_by: str | None,
+                  worker_id: str | None, p: list[Any]) -> ProxySummary:  # fmt: skip
+    """A browse or detail row: the hot fields browse.lua read, and the static JSON (whose
+    password is dropped here: a summary never holds one)."""
+    return ProxySummary(
+        proxy_id=p[_AT["id"]],
+        upstream_id=p[_AT["u"]],
+        state=ProxyState(state),
+        protocol=p[_AT["pr"]],
+        region=p[_AT["r"]],
+        carrier=p[_AT["c"]],
+        host=p[_AT["h"]],
+        port=int(p[_AT["p"]]),
+        expires_at=from_ms(int(p[_AT["e"]])),
+        usable_until=from_ms(int(p[_AT["uu"]])),
+        fetched_at=from_ms(int(p[_AT["f"]])),
+        checked_at=None if checked_ms is None else from_ms(int(checked_ms)),
+        extracted_by=extracted_by,
+        worker_id=worker_id,
+        username_hint=username_hint(p[_AT["un"]]),
+    )
+
+
+def proxy_detail(reply: list[Any]) -> ProxyDetail:
+    state, checked, extracted_by, owner, health, static = reply
+    success, latency, failure = str(health).split("|", 2)
+    p = static
+    return ProxyDetail(
+        summary=proxy_summary(state, checked, extracted_by, owner and owner["w"], p),
+        max_concurrency=int(p[_AT["m"]]),
+        labels={str(k): str(val) for k, val in p[_AT["lb"]]},
+        last_success_at=from_ms(int(success)) if success else None,
+        latency_ms=int(latency) if latency else None,
+        failure_reason=failure or None,
+        assignment=None
+        if not owner
+        else Assignment(
+            p[_AT["id"]], owner["w"], int(owner["e"]), from_ms(int(owner["l"])), bool(owner["d"])
+        ),
     )
 
 

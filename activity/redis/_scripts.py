@@ -75,6 +75,8 @@ SCRIPT_NAMES = (
     "quarantine_of",
     "charge_call",
     "take_due_checks",
+    "browse",
+    "proxy_detail",
 )
 
 _TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
