@@ -9,4 +9,7 @@ app_name = "console"
 
 urlpatterns = [
     path("", admin.site.admin_view(views.overview_view), name="overview"),
+    path("proxies/", admin.site.admin_view(views.proxies_view), name="proxies"),
+    # A proxy ID may hold any printable character but a space: a query value, not a path.
+    path("proxy/", admin.site.admin_view(views.proxy_view), name="proxy"),
 ]

@@ -8,6 +8,7 @@ rendering in JavaScript, and no inline script (the site's Content-Security-Polic
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django.contrib import admin
@@ -15,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from pool_admin.console.overview import overview
+from pool_admin.console.proxies import proxies_page, proxy_detail
 
 #: The refresh intervals an operator may pick, seconds (0: off); Sidekiq's floor is 2 s.
 REFRESH_CHOICES = (2, 5, 10, 30, 60, 0)
@@ -41,3 +43,26 @@ def _page(request: HttpRequest, template: str, title: str, context: dict[str, An
 def overview_view(request: HttpRequest) -> HttpResponse:
     data = overview()
     return _page(request, "overview.html", "Console", {"overview": data, "now": data.at})
+
+
+def proxies_view(request: HttpRequest) -> HttpResponse:
+    data = proxies_page(request.GET)
+    response = _page(request, "proxies.html", "Proxies", {"proxies": data, "now": _now()})
+    if data.filters.errors:
+        response.status_code = 400  # bad input: said on the page, nothing read
+    return response
+
+
+def proxy_view(request: HttpRequest) -> HttpResponse:
+    proxy_id = request.GET.get("id", "")
+    detail, problem = proxy_detail(proxy_id)
+    response = _page(request, "proxy.html", f"Proxy {proxy_id[:80]}",
+                     {"detail": detail, "problem": problem, "proxy_id": proxy_id,
+                      "now": _now()})  # fmt: skip
+    if detail is None:
+        response.status_code = 400 if problem == "not a proxy ID" else 404
+    return response
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

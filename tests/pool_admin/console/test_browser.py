@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from activity import ExtractFilters, ExtractMode, ExtractRequest
+from activity.inspection import BrowseQuery
 from pool_admin.pool import get_pool
 from tests.harness.browser import log_in, screenshot
 from tests.harness.console_world import PROXY_PASSWORD, seed_world
@@ -66,6 +67,29 @@ def test_an_operator_opens_the_overview_and_it_follows_the_pool(page, live_serve
     # The interval chosen is kept for the next visit.
     page.reload()
     assert page.input_value("#console-interval") == "2"
+
+
+def test_an_operator_pages_through_the_proxies_and_opens_one(page, live_server, world, operator):
+    log_in(page, live_server.url, "op", PASSWORD)
+    page.goto(f"{live_server.url}/admin/console/")
+    page.click(".console-tabs >> text=Proxies")
+    page.wait_for_selector("#console-proxies")
+    shown = page.locator("#console-proxies tbody tr[data-proxy]")
+    expected = [p.proxy_id for p in get_pool().browse(BrowseQuery(limit=200)).proxies]
+    assert [shown.nth(i).get_attribute("data-proxy") for i in range(shown.count())] == expected
+    screenshot(page, "proxies")
+    assert PROXY_PASSWORD not in page.content()
+    page.select_option("#id_state", "draining")
+    page.click("#console-filters input[type=submit]")
+    page.wait_for_selector("#console-proxies")
+    assert shown.count() == 1 and shown.first.get_attribute("data-proxy") == world.owned[1]
+    screenshot(page, "proxies-draining")
+    shown.first.locator("a").click()
+    page.wait_for_selector("#console-proxy")
+    assert page.inner_text('[data-figure="state"]') == "draining"
+    assert page.inner_text('[data-figure="owner"]').startswith("worker edge-1, epoch")
+    assert PROXY_PASSWORD not in page.content()
+    screenshot(page, "proxy")
 
 
 def test_a_user_who_is_not_staff_is_refused(page, live_server, world, transactional_db):
