@@ -42,8 +42,13 @@ def configure(upstreams: int) -> list[str]:
                                              api_calls_per_minute=600)  # fmt: skip
     names = [f"{account.name}-u{i}" for i in range(upstreams)]
     for name in names:
-        Upstream.objects.create(name=name, account=account, kind="preset",
-                                preset="webshare_list", endpoint_url="http://vendor.invalid/")
+        Upstream.objects.create(
+            name=name,
+            account=account,
+            kind="preset",
+            preset="webshare_list",
+            endpoint_url="http://vendor.invalid/",
+        )
     return names
 
 
@@ -78,7 +83,8 @@ def timed(client, url: str, requests: int) -> str:
         assert response.status_code == 200
     spent.sort()
     p99 = spent[min(len(spent) - 1, int(len(spent) * 0.99))]
-    return f"| `{url}` | {requests} | {statistics.median(spent):.1f} | {p99:.1f} | {spent[-1]:.1f} |"
+    p50 = statistics.median(spent)
+    return f"| `{url}` | {requests} | {p50:.1f} | {p99:.1f} | {spent[-1]:.1f} |"
 
 
 def main() -> None:
