@@ -16,7 +16,7 @@ from datetime import datetime
 
 from activity._checks import MAX_MS
 from activity.errors import InvalidRequest
-from activity.types import Assignment, ProxyState
+from activity.types import Assignment, ProxyState, RuntimeView, WorkerSession
 
 #: Most proxies one page holds.
 MAX_PAGE = 200
@@ -100,6 +100,27 @@ class ProxyDetail:
     latency_ms: int | None = None
     failure_reason: str | None = None
     assignment: Assignment | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStatus:
+    """A live worker session as the console shows it: the session (its issued and ACKed
+    snapshots), its runtime report while fresh (this session's, not expired), and how many
+    proxies the worker holds and drains."""
+
+    session: WorkerSession
+    runtime: RuntimeView | None
+    assigned: int
+    draining: int
+
+
+@dataclass(frozen=True, slots=True)
+class LiveWorkers:
+    """Live sessions, the soonest to expire first; ``complete`` False when more were live
+    than the limit."""
+
+    workers: tuple[WorkerStatus, ...]
+    complete: bool
 
 
 def username_hint(username: str | None) -> str | None:

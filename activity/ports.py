@@ -11,7 +11,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from activity.inspection import BrowsePage, BrowseQuery, ProxyDetail
+from activity.inspection import BrowsePage, BrowseQuery, LiveWorkers, ProxyDetail
 from activity.types import (
     Assignment,
     CallQuota,
@@ -156,6 +156,11 @@ class PoolInspector(Protocol):
 
     def proxy_detail(self, proxy_id: str) -> ProxyDetail | None:
         """The live proxy, or None (never held, removed, or past its hard expiry)."""
+        ...
+
+    def worker_sessions(self, limit: int) -> LiveWorkers:
+        """Up to ``limit`` live worker sessions (soonest to expire first), each with its fresh
+        runtime report and its counts of proxies held and draining."""
         ...
 
 

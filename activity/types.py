@@ -400,6 +400,8 @@ class DrainTicket:
     required_epoch: int
     #: The first complete excluding snapshot issued to the worker's session, once bound.
     snapshot: SnapshotRef | None = None
+    #: When the drain began (the store's clock): the console shows a ticket's age.
+    began_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,6 +462,8 @@ class RuntimeView:
     epoch: int
     entries: tuple[RuntimeEntry, ...]
     expires_at: datetime
+    #: When the store took the report (its clock): the console shows a report's age.
+    reported_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

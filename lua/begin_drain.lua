@@ -15,7 +15,8 @@ owner.d = true
 hset(OWN, pid, cjson.encode(owner))
 zrem(worker_owned_key(w), pid)
 track_end(pid, t, rec.u, rec, owner)
-hset(TICKETS, pid, cjson.encode({w = w, ae = owner.e, re = required}))
+-- at: when the drain began (server clock), for the console's ticket age
+hset(TICKETS, pid, cjson.encode({w = w, ae = owner.e, re = required, at = server_ms()}))
 local key = worker_draining_key(w)
 zadd(key, required, pid)
 touch(TICKETS); touch(key); touch(EPOCH)

@@ -38,7 +38,7 @@ if #foreign > 0 then
   return fail('report_rejected', 'ownership_mismatch', {proxy_ids = named})
 end
 local rt = {sid = report.sid, seq = report.seq, sv = report.sv, ep = report.ep, en = entries,
-            x = snow + ttl}
+            x = snow + ttl, at = snow}  -- at: when it was taken (the console's report age)
 hset(RT, w, cjson.encode(rt))
 zadd(RT_EXP, rt.x, w)
 extend(RT, ttl + GRACE_MS); extend(RT_EXP, ttl + GRACE_MS)

@@ -28,7 +28,7 @@ from activity.contract.generation import TestGeneration
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
 from activity.contract.input_caps import TestInputCaps
-from activity.contract.inspection import TestBrowse, TestProxyDetail
+from activity.contract.inspection import TestBrowse, TestProxyDetail, TestWorkerSessions
 from activity.contract.outcomes import TestOutcome, TestOutcomeInput
 from activity.contract.ownership import TestOwnership, TestOwnershipInput
 from activity.contract.passive import TestPassiveHealth, TestPassiveHealthInput
@@ -75,4 +75,5 @@ __all__ = [
     "TestUpsertBoundaries",
     "TestUpsertInput",
     "TestWorkerRuntime",
+    "TestWorkerSessions",
 ]

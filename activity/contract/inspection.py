@@ -8,9 +8,10 @@ from datetime import timedelta
 import pytest
 
 from activity.contract.harness import PoolFactory
+from activity.contract.runtime import _World
 from activity.errors import InvalidRequest
 from activity.inspection import MAX_PAGE, BrowseCursor, BrowseQuery
-from activity.types import ExtractMode, ExtractRequest, ProxyState
+from activity.types import HealthUpdate, ProxyState
 
 MIN = timedelta(minutes=1)
 
@@ -161,11 +162,46 @@ class TestProxyDetail:
             h.pool.proxy_detail("")
 
 
-def h_update(h, pid: str, state: ProxyState, reason: str | None = None):
-    from activity.types import HealthUpdate
-
+def h_update(h, pid: str, state: ProxyState, reason: str | None = None) -> HealthUpdate:
     h.advance(timedelta(seconds=1))
     return HealthUpdate(pid, state, h.now, None, reason)
 
 
-__all__ = ["ExtractMode", "ExtractRequest", "TestBrowse", "TestProxyDetail"]
+class TestWorkerSessions:
+    def test_live_sessions_with_their_fresh_reports_and_counts(self, make_pool: PoolFactory):
+        h = make_pool()
+        w1 = _World(h, "p1", "p2", "p3")
+        h.pool.begin_drain("p3", "w1", w1.assignments["p3"].epoch)
+        h.pool.write_report(w1.report(w1.entry("p1", active=1)))
+        h.pool.open_session("w2", "s2", 2 * MIN)
+        live = h.pool.worker_sessions(10)
+        assert live.complete
+        by_worker = {w.session.worker_id: w for w in live.workers}
+        assert set(by_worker) == {"w1", "w2"}
+        one = by_worker["w1"]
+        assert (one.assigned, one.draining) == (2, 1)
+        assert one.session.acked == w1.ref and one.runtime is not None
+        assert one.runtime.sequence == 1 and one.runtime.reported_at is not None
+        assert one.runtime.expires_at - one.runtime.reported_at == h.options.report_ttl
+        two = by_worker["w2"]
+        assert (two.runtime, two.assigned, two.draining, two.session.acked) == (None, 0, 0, None)
+        # The soonest to expire first, and a limit that leaves some out says so.
+        assert [w.session.worker_id for w in live.workers] == ["w2", "w1"]
+        first = h.pool.worker_sessions(1)
+        assert (len(first.workers), first.complete) == (1, False)
+        [ticket] = h.pool.drain_tickets("w1", 10)
+        assert ticket.began_at is not None and ticket.began_at <= one.runtime.reported_at
+
+    def test_an_ended_session_is_not_listed(self, make_pool: PoolFactory):
+        h = make_pool()
+        h.pool.open_session("w1", "s1", timedelta(milliseconds=500))
+        h.advance_server(timedelta(milliseconds=600))
+        assert h.pool.worker_sessions(10).workers == ()
+
+    @pytest.mark.parametrize("limit", [0, -1, 10**9, "3"])
+    def test_bad_limits(self, make_pool: PoolFactory, limit):
+        with pytest.raises(InvalidRequest):
+            make_pool().pool.worker_sessions(limit)
+
+
+__all__ = ["TestBrowse", "TestProxyDetail", "TestWorkerSessions"]

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
-from activity.inspection import BrowsePage, BrowseQuery, ProxyDetail
+from activity.inspection import BrowsePage, BrowseQuery, LiveWorkers, ProxyDetail
 from activity.memory._records import Record, Session
 from activity.memory._state import PoolState
 from activity.memory.extract import Extracts
@@ -186,3 +186,6 @@ class MemoryPool:
 
     def proxy_detail(self, proxy_id: str) -> ProxyDetail | None:
         return self._inspector.proxy_detail(proxy_id)
+
+    def worker_sessions(self, limit: int) -> LiveWorkers:
+        return self._inspector.worker_sessions(limit)

@@ -64,6 +64,7 @@ class Ticket:
     required_epoch: int
     snapshot: SnapshotRef | None = None
     generation: int | None = None  # the session generation the snapshot was issued to
+    began_ms: int | None = None  # server clock
 
 
 @dataclass(slots=True)
@@ -91,6 +92,7 @@ class Runtime:
     epoch: int
     entries: dict[str, RuntimeEntry]
     expires_ms: int
+    reported_ms: int | None = None  # server clock
 
 
 @dataclass(slots=True)

@@ -4,6 +4,7 @@ one proxy whole. The pair of lua/browse.lua and lua/proxy_detail.lua (docs/activ
 from __future__ import annotations
 
 from activity._time import from_ms
+from activity._validation.common import limit as check_limit
 from activity._validation.common import text
 from activity._validation.inspection import PreparedBrowse, prepare_browse
 from activity._zset import ZSet
@@ -11,13 +12,15 @@ from activity.inspection import (
     BrowseCursor,
     BrowsePage,
     BrowseQuery,
+    LiveWorkers,
     ProxyDetail,
     ProxySummary,
+    WorkerStatus,
     username_hint,
 )
 from activity.memory._records import Record
 from activity.memory._state import PoolState
-from activity.types import ProxyState
+from activity.types import ProxyState, RuntimeView
 
 
 class Inspector:
@@ -81,6 +84,30 @@ class Inspector:
                 failure_reason=rec.failure_reason or None,
                 assignment=None if owner is None else owner.view(proxy_id),
             )
+
+    def worker_sessions(self, limit: int) -> LiveWorkers:
+        s = self._s
+        n = check_limit(limit, s.options)
+        with s.lock:
+            snow = s.server_now()
+            live = s.session_expiry.above(snow, n + 1)  # expires after now: live
+            workers = []
+            for wid in live[:n]:
+                runtime = s.fresh_runtime(wid)
+                view = None
+                if runtime is not None:
+                    view = RuntimeView(
+                        wid, runtime.session_id, runtime.sequence, runtime.snapshot_version,
+                        runtime.epoch,
+                        tuple(sorted(runtime.entries.values(), key=lambda e: e.proxy_id)),
+                        from_ms(runtime.expires_ms),
+                        None if runtime.reported_ms is None else from_ms(runtime.reported_ms),
+                    )  # fmt: skip
+                workers.append(WorkerStatus(
+                    s.sessions[wid].view(wid), view,
+                    len(s.worker_owned.get(wid) or ()), len(s.worker_draining.get(wid) or ()),
+                ))  # fmt: skip
+            return LiveWorkers(tuple(workers), len(live) <= n)
 
     def _summary(self, rec: Record) -> ProxySummary:
         owner = self._s.owners.get(rec.proxy_id)

@@ -149,8 +149,9 @@ class WorkerSessions:
             out = []
             for pid, _ in pending.first(n):
                 t = s.tickets[pid]
+                began = None if t.began_ms is None else from_ms(t.began_ms)
                 out.append(DrainTicket(pid, worker_id, t.assignment_epoch, t.required_epoch,
-                                       t.snapshot))  # fmt: skip
+                                       t.snapshot, began))  # fmt: skip
             return out
 
     # ------------------------------------------------------------------ ReportWriter
@@ -196,6 +197,7 @@ class WorkerSessions:
                 report.epoch,
                 {e.proxy_id: e for e in report.entries},
                 now + span_ms(s.options.report_ttl),
+                reported_ms=now,
             )
             s.runtime[wid] = runtime
             s.runtime_expiry.add(wid, runtime.expires_ms)
@@ -223,6 +225,7 @@ class WorkerSessions:
                 runtime.epoch,
                 tuple(sorted(runtime.entries.values(), key=lambda e: e.proxy_id)),
                 from_ms(runtime.expires_ms),
+                None if runtime.reported_ms is None else from_ms(runtime.reported_ms),
             )
 
     # ------------------------------------------------------------------ SlotsReader

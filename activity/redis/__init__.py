@@ -20,18 +20,27 @@ from activity._validation.inspection import prepare_browse
 from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
 from activity.errors import InvalidBatch, InvalidRequest
-from activity.inspection import BrowseCursor, BrowsePage, BrowseQuery, ProxyDetail
+from activity.inspection import (
+    BrowseCursor,
+    BrowsePage,
+    BrowseQuery,
+    LiveWorkers,
+    ProxyDetail,
+    WorkerStatus,
+)
 from activity.redis._codec import (
     as_dict,
     as_list,
     assignment,
     candidate,
+    detail_of,
     due_check,
     expired_tally,
     extracted,
-    proxy_detail,
     proxy_summary,
     quota_arg,
+    runtime_view,
+    session,
     static_record,
 )
 from activity.redis._scripts import Scripts
@@ -354,10 +363,24 @@ class RedisPool:
             partial=bool(reply["partial"]),
         )
 
+    def worker_sessions(self, limit: int) -> LiveWorkers:
+        n = v.limit(limit, self.options)
+        reply = self._scripts.call("worker_sessions", n)
+        workers = tuple(
+            WorkerStatus(
+                session(w["w"], w["s"]),
+                None if not w.get("rt") else runtime_view(w["w"], w["rt"]),
+                int(w["owned"]),
+                int(w["draining"]),
+            )
+            for w in as_list(reply["workers"])
+        )
+        return LiveWorkers(workers, bool(reply["complete"]))
+
     def proxy_detail(self, proxy_id: str) -> ProxyDetail | None:
         v.text(proxy_id, "proxy_id", self.options)
         reply = self._scripts.call("proxy_detail", self._now(), proxy_id)
-        return None if reply is None else proxy_detail(as_list(reply))
+        return None if reply is None else detail_of(as_list(reply))
 
     # ------------------------------------------------------------------ OutcomeStore
     def report_outcome(self, report: OutcomeReport) -> OutcomeResult:

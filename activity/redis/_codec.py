@@ -137,7 +137,7 @@ def proxy_summary(state: str, checked_ms: int | None, extracted_by: str | None,
     )
 
 
-def proxy_detail(reply: list[Any]) -> ProxyDetail:
+def detail_of(reply: list[Any]) -> ProxyDetail:
     state, checked, extracted_by, owner, health, static = reply
     success, latency, failure = str(health).split("|", 2)
     p = static
@@ -196,7 +196,8 @@ def drain_ticket(t: dict[str, Any]) -> DrainTicket:
     snapshot = None
     if t.get("sv") is not None:
         snapshot = SnapshotRef(int(t["sv"]), int(t["se"]), str(t["sc"]))
-    return DrainTicket(t["id"], t["w"], int(t["ae"]), int(t["re"]), snapshot)
+    began = None if t.get("at") is None else from_ms(int(t["at"]))
+    return DrainTicket(t["id"], t["w"], int(t["ae"]), int(t["re"]), snapshot, began)
 
 
 def runtime_view(worker_id: str, rt: dict[str, Any]) -> RuntimeView:
@@ -217,4 +218,5 @@ def runtime_view(worker_id: str, rt: dict[str, Any]) -> RuntimeView:
         int(rt["ep"]),
         entries,
         from_ms(int(rt["x"])),
+        None if rt.get("at") is None else from_ms(int(rt["at"])),
     )

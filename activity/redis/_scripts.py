@@ -77,6 +77,7 @@ SCRIPT_NAMES = (
     "take_due_checks",
     "browse",
     "proxy_detail",
+    "worker_sessions",
 )
 
 _TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
