@@ -12,4 +12,5 @@ urlpatterns = [
     path("proxies/", admin.site.admin_view(views.proxies_view), name="proxies"),
     # A proxy ID may hold any printable character but a space: a query value, not a path.
     path("proxy/", admin.site.admin_view(views.proxy_view), name="proxy"),
+    path("ownership/", admin.site.admin_view(views.ownership_view), name="ownership"),
 ]

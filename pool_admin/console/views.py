@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from pool_admin.console.overview import overview
+from pool_admin.console.ownership import ownership_page
 from pool_admin.console.proxies import proxies_page, proxy_detail
 
 #: The refresh intervals an operator may pick, seconds (0: off); Sidekiq's floor is 2 s.
@@ -66,3 +67,13 @@ def proxy_view(request: HttpRequest) -> HttpResponse:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def ownership_view(request: HttpRequest) -> HttpResponse:
+    worker_id = request.GET.get("worker") or None
+    data = ownership_page(worker_id)
+    response = _page(request, "ownership.html", "Ownership",
+                     {"ownership": data, "worker_id": worker_id, "now": _now()})  # fmt: skip
+    if data.problem:
+        response.status_code = 400
+    return response

@@ -3,8 +3,10 @@ and the usage aggregates, for the console's tests (server-side and in the browse
 
 Upstream ``acme-us`` (account ``acme``): 12 proxies fetched; 6 AVAILABLE, 2 SUSPECT, 1
 UNHEALTHY, 1 left FETCHED; 2 extracted by client ``crawler-1``. Worker ``edge-1`` holds 2 of
-the AVAILABLE ones (one draining). ``acme-eu``: 3 AVAILABLE. The scheduler runs a fetch of
-acme-us and has acme-eu due in 5 minutes. The last hour: 20 fetched, 8 extracted, 3 of the 4
+the AVAILABLE ones (one draining, its ticket bound to snapshot 1, still busy), with a fresh
+report; worker sessions ``edge-2`` (no snapshot: failing closed) and ``edge-3`` (no report:
+stale). ``acme-eu``: 3 AVAILABLE. The scheduler runs a fetch of acme-us and has acme-eu due in
+5 minutes. The last hour: 20 fetched, 8 extracted, 3 of the 4
 that expired never used; 10 checks, 8 passed. One open alert on acme-us.
 """
 
@@ -16,7 +18,15 @@ from datetime import UTC, datetime, timedelta
 from activity import ExtractMode, ExtractRequest
 from activity.credentials import SecretRef
 from activity.scheduler.types import AccountLimits
-from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
+from activity.types import (
+    FetchedBatch,
+    FetchedProxy,
+    HealthUpdate,
+    ProxyState,
+    RuntimeEntry,
+    RuntimeReport,
+    SnapshotRef,
+)
 from pool_admin import alerts
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import Alert, Credential, ProviderAccount, Upstream
@@ -86,6 +96,23 @@ def seed_world() -> World:
     owned = free[:2]
     assignments = [pool.assign(now, pid, "edge-1", timedelta(minutes=10)) for pid in owned]
     pool.begin_drain(owned[1], "edge-1", assignments[1].epoch)
+    # Three worker sessions: edge-1 fresh (an ACKed snapshot without the draining proxy, which
+    # binds its ticket, and a report), edge-2 failing closed (no snapshot ACKed), edge-3 stale
+    # (an ACKed empty snapshot, no report).
+    pool.open_session("edge-1", "sess-1", timedelta(minutes=10))
+    held = pool.worker_assignments("edge-1", 100)
+    ref = SnapshotRef(1, held.epoch, "c0ffee0123456789")
+    pool.issue_snapshot("edge-1", "sess-1", ref, [owned[0]])
+    pool.acknowledge_snapshot("edge-1", "sess-1", 1)
+    entries = (
+        RuntimeEntry(owned[0], assignments[0].epoch, 1, 0),
+        RuntimeEntry(owned[1], assignments[1].epoch, 1, 0, True),  # busy: not released yet
+    )
+    pool.write_report(RuntimeReport("edge-1", "sess-1", 1, 1, held.epoch, entries))
+    pool.open_session("edge-2", "sess-2", timedelta(minutes=9))
+    pool.open_session("edge-3", "sess-3", timedelta(minutes=8))
+    pool.issue_snapshot("edge-3", "sess-3", SnapshotRef(1, held.epoch, "ab12"), [])
+    pool.acknowledge_snapshot("edge-3", "sess-3", 1)
     sched = scheduler()
     sched.schedule("acme", "acme-us", now - timedelta(seconds=1))
     sched.schedule("acme", "acme-eu", now + timedelta(minutes=5))

@@ -6,6 +6,9 @@ from datetime import datetime
 
 from django import template
 
+from activity.inspection import WorkerStatus
+from pool_admin.console.ownership import freshness as freshness_of
+
 register = template.Library()
 
 
@@ -52,3 +55,24 @@ def number(value: int | None) -> str:
 def total(overview: object, name: str) -> int:
     """The overview's total of one figure over its upstreams."""
     return overview.total(name)  # type: ignore[attr-defined,no-any-return]
+
+
+@register.filter
+def freshness(worker: WorkerStatus) -> str:
+    return freshness_of(worker)
+
+
+@register.filter
+def age(value: datetime | None, now: datetime) -> str:
+    """How long ago: ``12 s``; ``-`` for none."""
+    if not isinstance(value, datetime):
+        return "-"
+    return _span(max(0.0, (now - value).total_seconds()))
+
+
+@register.filter
+def ref(snapshot: object) -> str:
+    """A snapshot reference: ``v12 e40 3fa2b1c4``; ``-`` for none."""
+    if snapshot is None or not hasattr(snapshot, "version"):
+        return "-"
+    return f"v{snapshot.version} e{snapshot.epoch} {snapshot.checksum[:8]}"  # type: ignore[attr-defined]

@@ -92,6 +92,23 @@ def test_an_operator_pages_through_the_proxies_and_opens_one(page, live_server, 
     screenshot(page, "proxy")
 
 
+def test_an_operator_sees_the_workers_and_one_worker_s_tickets(page, live_server, world, operator):
+    log_in(page, live_server.url, "op", PASSWORD)
+    page.goto(f"{live_server.url}/admin/console/")
+    page.click(".console-tabs >> text=Ownership")
+    page.wait_for_selector("#console-workers")
+    fresh = page.locator('tr[data-worker="edge-1"] [data-figure="freshness"]')
+    assert fresh.inner_text() == "fresh"
+    assert page.inner_text('tr[data-worker="edge-2"] [data-figure="freshness"]') == "failing closed"
+    screenshot(page, "ownership")
+    page.click('tr[data-worker="edge-1"] a')
+    page.wait_for_selector("#console-tickets")
+    bound = page.inner_text(f'tr[data-ticket="{world.owned[1]}"] [data-figure="bound"]')
+    assert bound.startswith("v1 e")
+    assert PROXY_PASSWORD not in page.content()
+    screenshot(page, "ownership-worker")
+
+
 def test_a_user_who_is_not_staff_is_refused(page, live_server, world, transactional_db):
     get_user_model().objects.create_user("visitor", password=PASSWORD)
     log_in(page, live_server.url, "visitor", PASSWORD)
