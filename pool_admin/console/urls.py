@@ -13,4 +13,5 @@ urlpatterns = [
     # A proxy ID may hold any printable character but a space: a query value, not a path.
     path("proxy/", admin.site.admin_view(views.proxy_view), name="proxy"),
     path("ownership/", admin.site.admin_view(views.ownership_view), name="ownership"),
+    path("history/", admin.site.admin_view(views.history_view), name="history"),
 ]

@@ -15,6 +15,8 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from pool_admin.config.models import Upstream
+from pool_admin.console.history import DEFAULT_WINDOW, WINDOWS, history
 from pool_admin.console.overview import overview
 from pool_admin.console.ownership import ownership_page
 from pool_admin.console.proxies import proxies_page, proxy_detail
@@ -75,5 +77,29 @@ def ownership_view(request: HttpRequest) -> HttpResponse:
     response = _page(request, "ownership.html", "Ownership",
                      {"ownership": data, "worker_id": worker_id, "now": _now()})  # fmt: skip
     if data.problem:
+        response.status_code = 400
+    return response
+
+
+def history_view(request: HttpRequest) -> HttpResponse:
+    window = request.GET.get("window") or DEFAULT_WINDOW
+    names = list(Upstream.objects.order_by("name").values_list("name", flat=True)[:1_000])
+    upstream = request.GET.get("upstream") or None
+    problem = ""
+    if window not in WINDOWS:
+        problem, window = f"window must be one of {', '.join(WINDOWS)}", DEFAULT_WINDOW
+    if upstream is not None and upstream not in names:
+        problem, upstream = "no such upstream", None
+    context = {
+        "data": history(window, upstream),
+        "windows": WINDOWS.values(),
+        "window": window,
+        "upstreams": names,
+        "upstream": upstream,
+        "problem": problem,
+        "now": _now(),
+    }
+    response = _page(request, "history.html", "History", context)
+    if problem:
         response.status_code = 400
     return response

@@ -109,6 +109,27 @@ def test_an_operator_sees_the_workers_and_one_worker_s_tickets(page, live_server
     screenshot(page, "ownership-worker")
 
 
+def test_the_history_charts_render_with_their_data(page, live_server, world, operator):
+    log_in(page, live_server.url, "op", PASSWORD)
+    page.goto(f"{live_server.url}/admin/console/")
+    page.click(".console-tabs >> text=History")
+    page.wait_for_selector("#chart-fetched")
+    page.select_option("#id_window", "1h")
+    page.click("#console-history-filters input[type=submit]")
+    page.wait_for_selector("#chart-fetched")
+    page.wait_for_load_state("networkidle")
+    # The Chart.js chart drawn on the canvas holds the aggregates' figures.
+    drawn = page.evaluate(
+        "() => Object.fromEntries(['fetched', 'extracts', 'checks', 'expired'].map((id) => "
+        "[id, Chart.getChart(document.getElementById('chart-' + id)).data.datasets.map("
+        "(d) => d.data.reduce((a, b) => a + (b || 0), 0))]))"
+    )
+    assert drawn["fetched"] == [20, 16] and drawn["extracts"][0] == 8
+    assert sorted(drawn["checks"]) == [2, 8] and drawn["expired"] == [3, 1]
+    assert page.locator("#chart-fetched").bounding_box()["height"] > 100
+    screenshot(page, "history")
+
+
 def test_a_user_who_is_not_staff_is_refused(page, live_server, world, transactional_db):
     get_user_model().objects.create_user("visitor", password=PASSWORD)
     log_in(page, live_server.url, "visitor", PASSWORD)
