@@ -43,6 +43,13 @@ class OperatorActionAdmin(admin.ModelAdmin):
     search_fields = ("username", "target")
     date_hierarchy = "at"
 
+    # Every operator may read the audit; nobody writes it but the console.
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.is_active and request.user.is_staff)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self.has_module_permission(request)
+
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 

@@ -26,6 +26,7 @@ from pool_admin.pool import get_pool
 #: Upstreams one overview shows at most (in name order).
 MAX_UPSTREAMS = 500
 LAST_HOUR = timedelta(hours=1)
+MAX_ALERTS = 50
 
 
 @dataclass
@@ -66,6 +67,9 @@ class Overview:
     upstreams: list[UpstreamLine] = field(default_factory=list)
     #: More upstreams are configured than one overview shows.
     truncated: bool = False
+    #: The open alerts, the newest first (at most MAX_ALERTS).
+    alerts: list[Alert] = field(default_factory=list)
+    alerts_truncated: bool = False
 
     def total(self, name: str) -> int:
         return sum(getattr(u, name) or 0 for u in self.upstreams)
@@ -103,6 +107,12 @@ def overview(now: datetime | None = None) -> Overview:
     result.upstreams = list(lines.values())
     _live(result.upstreams, now)
     _aggregates(lines, now)
+    opened = list(
+        Alert.objects.filter(opened_at__isnull=False, closed_at__isnull=True)
+        .select_related("upstream")
+        .order_by("-opened_at")[: MAX_ALERTS + 1]
+    )
+    result.alerts, result.alerts_truncated = opened[:MAX_ALERTS], len(opened) > MAX_ALERTS
     return result
 
 

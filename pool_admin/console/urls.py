@@ -14,4 +14,5 @@ urlpatterns = [
     path("proxy/", admin.site.admin_view(views.proxy_view), name="proxy"),
     path("ownership/", admin.site.admin_view(views.ownership_view), name="ownership"),
     path("history/", admin.site.admin_view(views.history_view), name="history"),
+    path("act/<str:kind>/", admin.site.admin_view(views.action_view), name="act"),
 ]

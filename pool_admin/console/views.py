@@ -11,11 +11,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from django.contrib import admin
-from django.http import HttpRequest, HttpResponse
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
 from pool_admin.config.models import Upstream
+from pool_admin.console.actions import ACTIONS, ActivityError, Refused, run
 from pool_admin.console.history import DEFAULT_WINDOW, WINDOWS, history
 from pool_admin.console.overview import overview
 from pool_admin.console.ownership import ownership_page
@@ -103,3 +105,32 @@ def history_view(request: HttpRequest) -> HttpResponse:
     if problem:
         response.status_code = 400
     return response
+
+
+def action_view(request: HttpRequest, kind: str) -> HttpResponse:
+    """An operator action: GET shows what it would do and asks to confirm; POST does it and
+    records it. Staff with the ``console.operate_pool`` permission only."""
+    action = ACTIONS.get(kind)
+    if action is None:
+        raise Http404("no such action")
+    if not request.user.has_perm("console.operate_pool"):
+        raise PermissionDenied("acting on the pool needs the console.operate_pool permission")
+    target = (request.POST.get("target") if request.method == "POST" else
+              request.GET.get("target")) or ""  # fmt: skip
+    back = action.back(target)
+    try:
+        if request.method == "POST":
+            done = run(action, target, request.user)
+            messages.success(request, f"{action.kind.label}: {done.outcome}.")
+            return HttpResponseRedirect(back)
+        preview = action.preview(target)
+    except Refused as exc:
+        messages.error(request, f"{action.kind.label}: {exc}.")
+        return HttpResponseRedirect(back)
+    except ActivityError as exc:
+        messages.error(request, f"{action.kind.label}: the pool could not answer ({exc.code}).")
+        return HttpResponseRedirect(back)
+    return TemplateResponse(request, "console/confirm.html", {
+        **admin.site.each_context(request), "title": action.kind.label, "action": action,
+        "target": target, "preview": preview, "back": back,
+    })  # fmt: skip

@@ -18,3 +18,14 @@ def staff(client):
     user = get_user_model().objects.create_user("op", password="a-Long-pass-123", is_staff=True)
     client.force_login(user)
     return user
+
+
+@pytest.fixture
+def operator_client(client):
+    """A logged-in operator who may act on the pool (console.operate_pool)."""
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("boss", password="a-Long-pass-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="operate_pool"))
+    client.force_login(user)
+    return client

@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from activity import ExtractFilters, ExtractMode, ExtractRequest
 from activity.inspection import BrowseQuery
+from pool_admin.console.models import OperatorAction
 from pool_admin.pool import get_pool
 from tests.harness.browser import log_in, screenshot
 from tests.harness.console_world import PROXY_PASSWORD, seed_world
@@ -33,7 +34,12 @@ def world(filling_pool, transactional_db):
 
 @pytest.fixture
 def operator(transactional_db):
-    return get_user_model().objects.create_user("op", password=PASSWORD, is_staff=True)
+    """Staff who may act on the pool."""
+    from django.contrib.auth.models import Permission
+
+    user = get_user_model().objects.create_user("op", password=PASSWORD, is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="operate_pool"))
+    return user
 
 
 def figure(page, name: str, upstream: str | None = None) -> str:
@@ -128,6 +134,28 @@ def test_the_history_charts_render_with_their_data(page, live_server, world, ope
     assert sorted(drawn["checks"]) == [2, 8] and drawn["expired"] == [3, 1]
     assert page.locator("#chart-fetched").bounding_box()["height"] > 100
     screenshot(page, "history")
+
+
+def test_an_action_is_confirmed_done_and_audited(page, live_server, world, operator):
+    log_in(page, live_server.url, "op", PASSWORD)
+    pid = world.owned[0]
+    page.goto(f"{live_server.url}/admin/console/proxy/?id={pid}")
+    page.click("#action-drain")
+    page.wait_for_selector("#console-confirm")
+    assert "worker edge-1 stops taking" in page.inner_text('[data-figure="preview"]')
+    screenshot(page, "action-confirm")
+    assert get_pool().get(pid).draining is False  # nothing done before the confirmation
+    page.click("#console-confirm-yes")
+    page.wait_for_selector("#console-proxy")
+    assert "Begin drain for a proxy: draining on worker edge-1" in page.inner_text(".messagelist")
+    assert page.inner_text('[data-figure="state"]') == "draining"
+    assert get_pool().get(pid).draining is True
+    [entry] = OperatorAction.objects.all()
+    assert (entry.username, entry.kind, entry.target) == ("op", "drain_proxy", pid)
+    screenshot(page, "action-done")
+    page.goto(f"{live_server.url}/admin/console/operatoraction/")
+    assert pid in page.inner_text("#result_list")
+    screenshot(page, "audit")
 
 
 def test_a_user_who_is_not_staff_is_refused(page, live_server, world, transactional_db):
