@@ -299,6 +299,7 @@ def main() -> int:
             say(
                 "Proxy Pool is up. Open:\n"
                 f"    admin      {base_url}/admin/\n"
+                f"    console    {base_url}/admin/console/\n"
                 f"    readiness  {base_url}/readyz\n"
                 f"    API docs   {base_url}/api/docs/\n"
                 "  Ctrl-C stops everything."

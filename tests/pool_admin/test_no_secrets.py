@@ -271,6 +271,23 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
             pages += 1
     assert pages >= 3 * len(config_models) - 1
 
+    # The live console: every page whole and its live part, each proxy's own page, and the
+    # confirmations of the actions on them (a refused one answers with a redirect).
+    console = ["/admin/console/", "/admin/console/proxies/", "/admin/console/ownership/",
+               "/admin/console/history/", "/admin/console/proxies/?state=extracted"]  # fmt: skip
+    console += [f"{url}{'&' if '?' in url else '?'}part=live" for url in console]
+    for i in range(4):
+        console += [f"/admin/console/proxy/?id=acme-us-p{i}",
+                    f"/admin/console/act/remove_proxy/?target=acme-us-p{i}",
+                    f"/admin/console/act/drain_proxy/?target=acme-us-p{i}"]  # fmt: skip
+    shown = 0
+    for url in console:
+        page = client.get(url, follow=True)
+        assert page.status_code == 200, url
+        assert_no_secret(page.content.decode(), url, secrets)
+        shown += "acme-us-p" in page.content.decode()
+    assert shown >= 10  # the proxies were there to be shown
+
     # Redis key names under the test's prefixes (the pool's and the rate limiter's).
     names = []
     for prefix in world["prefixes"]:
