@@ -1,8 +1,9 @@
 """A pool with something of everything, seeded through the pool's and the scheduler's ports
 and the usage aggregates, for the console's tests (server-side and in the browser).
 
-Upstream ``acme-us`` (account ``acme``): 12 proxies fetched; 6 AVAILABLE, 2 SUSPECT, 1
-UNHEALTHY, 1 left FETCHED; 2 extracted by client ``crawler-1``. Worker ``edge-1`` holds 2 of
+Upstream ``acme-us`` (account ``acme``): 14 proxies fetched, one in every state: 8 checked
+AVAILABLE (2 then extracted by client ``crawler-1``), 2 SUSPECT, 1 UNHEALTHY, 1 left FETCHED,
+1 CHECKING, 1 REMOVED. Worker ``edge-1`` holds 2 of
 the AVAILABLE ones (one draining, its ticket bound to snapshot 1, still busy), with a fresh
 report; worker sessions ``edge-2`` (no snapshot: failing closed) and ``edge-3`` (no report:
 stale). ``acme-eu``: 3 AVAILABLE. The scheduler runs a fetch of acme-us and has acme-eu due in
@@ -80,13 +81,14 @@ def seed_world() -> World:
     pool = get_pool()
     ref = CredentialStore().put("console-proxy-auth", PROXY_PASSWORD, username="console-user",
                                 purpose=Credential.Purpose.PROXY_AUTH).ref  # fmt: skip
-    pool.upsert_fetched(FetchedBatch("acme-us", _proxies("acme-us", 12, now, ref), 1000,
+    pool.upsert_fetched(FetchedBatch("acme-us", _proxies("acme-us", 14, now, ref), 1000,
                                      timedelta(seconds=5), now))  # fmt: skip
     pool.upsert_fetched(FetchedBatch("acme-eu", _proxies("acme-eu", 3, now, ref), 1000,
                                      timedelta(seconds=5), now))  # fmt: skip
     states = [ProxyState.AVAILABLE] * 8 + [ProxyState.SUSPECT] * 2 + [ProxyState.UNHEALTHY]
+    states += [None, ProxyState.CHECKING, ProxyState.REMOVED]  # p11: no check, FETCHED
     pool.apply_health([HealthUpdate(f"acme-us-p{i}", s, now, latency_ms=30)
-                       for i, s in enumerate(states)])  # fmt: skip
+                       for i, s in enumerate(states) if s is not None])  # fmt: skip
     pool.apply_health([HealthUpdate(f"acme-eu-p{i}", ProxyState.AVAILABLE, now, latency_ms=30)
                        for i in range(3)])  # fmt: skip
     taken = pool.extract(ExtractRequest("crawler-1", 2, ExtractMode.PARTIAL,

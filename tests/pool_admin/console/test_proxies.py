@@ -8,6 +8,7 @@ import re
 import pytest
 
 from activity.inspection import BrowseQuery
+from activity.types import ProxyState
 from pool_admin.console import proxies
 from pool_admin.pool import get_pool
 from tests.harness.console_world import PROXY_PASSWORD
@@ -25,7 +26,7 @@ def rows(html: str) -> list[str]:
 def test_the_pool_page_by_page_with_its_filters(client, staff, world):
     html = client.get(PAGE).content.decode()
     every = [p.proxy_id for p in get_pool().browse(BrowseQuery(limit=200)).proxies]
-    assert rows(html) == every and len(every) == 15  # 12 + 3, in expiry order
+    assert rows(html) == every and len(every) == 17  # 14 + 3, in expiry order
     assert PROXY_PASSWORD not in html and "co***" in html  # the login's hint only
     us = rows(client.get(PAGE + "?upstream=acme-eu").content.decode())
     assert us == ["acme-eu-p0", "acme-eu-p1", "acme-eu-p2"]
@@ -35,6 +36,13 @@ def test_the_pool_page_by_page_with_its_filters(client, staff, world):
     draining = client.get(PAGE + "?state=draining").content.decode()
     assert rows(draining) == [world.owned[1]] and "worker edge-1" in draining
     assert rows(client.get(PAGE + "?region=de").content.decode()) == us
+    # Every state the pool counts, each filter showing exactly what the pool holds in it.
+    for state in ProxyState:
+        if state is ProxyState.EXPIRED:  # never held: gone at its expiry
+            continue
+        shown = rows(client.get(PAGE, {"state": state.value}).content.decode())
+        held = get_pool().browse(BrowseQuery(state=state, limit=200)).proxies
+        assert shown == [p.proxy_id for p in held] and shown, state
 
 
 def test_paging_with_the_cursor_and_a_partial_page(client, staff, world, monkeypatch):
