@@ -43,6 +43,7 @@ from pool_admin.config.models import (
     UpstreamQuality,
     WorkerGroup,
 )
+from pool_admin.readonly_admin import ReadOnlyAdmin
 
 TIMESTAMPS = ("created_at", "updated_at")
 
@@ -304,19 +305,10 @@ def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
     )
 
 
-class UsageAdmin(admin.ModelAdmin):
+class UsageAdmin(ReadOnlyAdmin):
     """Usage aggregates: read-only, written by the usage stream's consumer only."""
 
     date_hierarchy = "period_start"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(UpstreamQuality)
