@@ -52,6 +52,10 @@ def page(browser: object) -> Iterator[object]:
     context = browser.new_context(viewport={"width": 1600, "height": 1000})  # type: ignore[attr-defined]
     opened = context.new_page()
     opened.set_default_timeout(10_000)
+    # What went wrong in the page: script errors, refused resources (CSP), failed loads.
+    opened.console_errors = []  # type: ignore[attr-defined]
+    opened.on("console", lambda m: m.type == "error" and opened.console_errors.append(m.text))  # type: ignore[attr-defined]
+    opened.on("pageerror", lambda e: opened.console_errors.append(str(e)))  # type: ignore[attr-defined]
     yield opened
     context.close()
 

@@ -69,6 +69,7 @@ def test_an_operator_opens_the_overview_and_it_follows_the_pool(page, live_serve
     cell = page.locator('tr[data-upstream="acme-us"] [data-figure="unextracted"]')
     expect(cell).to_have_text("8", timeout=8_000)
     assert page.evaluate("window.notReloaded") is True
+    assert page.console_errors == []  # no script error, nothing the CSP refused, no 404
     assert figure(page, "total-unextracted") == "11"
     # The interval chosen is kept for the next visit.
     page.reload()
@@ -133,6 +134,7 @@ def test_the_history_charts_render_with_their_data(page, live_server, world, ope
     assert drawn["fetched"] == [20, 16] and drawn["extracts"][0] == 8
     assert sorted(drawn["checks"]) == [2, 8] and drawn["expired"] == [3, 1]
     assert page.locator("#chart-fetched").bounding_box()["height"] > 100
+    assert page.console_errors == []
     screenshot(page, "history")
 
 
