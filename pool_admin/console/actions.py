@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.urls import reverse
 from django.utils import timezone
@@ -48,7 +49,7 @@ class Action:
 
 
 def _proxy_url(proxy_id: str) -> str:
-    return f"{reverse('console:proxy')}?id={proxy_id}"
+    return f"{reverse('console:proxy')}?{urlencode({'id': proxy_id})}"
 
 
 def _assignment(proxy_id: str) -> Assignment:
@@ -194,7 +195,7 @@ ACTIONS: dict[str, Action] = {
     for a in (
         Action(Kind.DRAIN_PROXY, _preview_drain_proxy, _drain_proxy, _proxy_url),
         Action(Kind.DRAIN_WORKER, _preview_drain_worker, _drain_worker,
-               lambda w: f"{reverse('console:ownership')}?worker={w}"),
+               lambda w: f"{reverse('console:ownership')}?{urlencode({'worker': w})}"),
         Action(Kind.REMOVE_PROXY, _preview_remove, _remove, _proxy_url),
         Action(Kind.FETCH_NOW, _preview_fetch, _fetch, lambda _: reverse("console:overview")),
         Action(Kind.CLOSE_ALERT, _preview_close, _close, lambda _: reverse("console:overview")),

@@ -69,6 +69,7 @@ def test_fetch_now_and_close_an_alert(operator_client, world):
         ("fetch_now", "nope"),
         ("close_alert", "12345"),
         ("close_alert", "x"),
+        ("remove_proxy", "a&b#c\nd"),  # sent back to its page with the target quoted
     ],
 )
 def test_what_cannot_be_done_is_refused_with_a_reason_and_changes_nothing(
