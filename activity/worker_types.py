@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
@@ -42,8 +42,9 @@ class DrainTicket:
     required_epoch: int
     #: The first complete excluding snapshot issued to the worker's session, once bound.
     snapshot: SnapshotRef | None = None
-    #: When the drain began (the store's clock): the console shows a ticket's age.
-    began_at: datetime | None = None
+    #: When the drain began (the store's clock): the console shows a ticket's age. Not part of
+    #: the ticket's value: two stores' clocks differ by a millisecond or more.
+    began_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,5 +105,6 @@ class RuntimeView:
     epoch: int
     entries: tuple[RuntimeEntry, ...]
     expires_at: datetime
-    #: When the store took the report (its clock): the console shows a report's age.
-    reported_at: datetime | None = None
+    #: When the store took the report (its clock): the console shows a report's age. Not part
+    #: of the view's value: two stores' clocks differ by a millisecond or more.
+    reported_at: datetime | None = field(default=None, compare=False)
