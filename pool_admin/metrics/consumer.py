@@ -87,6 +87,8 @@ class Consumer:
         self._apply_events = apply
         self._fault = fault or (lambda point: None)
         self._own_pending = True
+        #: A batch read whose handling failed (PostgreSQL or Redis down): retried as it is.
+        self._unfinished: list[Entry] | None = None
         self._claimed_at = 0.0
         #: Entries applied, their events, entries already applied before (redeliveries), and
         #: entries or events dead-lettered: this process's.
@@ -116,7 +118,8 @@ class Consumer:
                 self.step()
                 backoff = 0.5
             except (DatabaseError, redis.RedisError) as exc:
-                self._own_pending = True  # the batch is still ours, pending: read it again
+                if self._unfinished is None:  # a claim or a prune failed: its entries are ours
+                    self._own_pending = True
                 logger.warning("metrics consumer %s: %s; retrying in %.1f s", self.name,
                                type(exc).__name__, backoff)  # fmt: skip
                 connection.close()  # a broken connection is not reused
@@ -124,16 +127,24 @@ class Consumer:
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     def step(self) -> int:
-        """One batch: this consumer's pending entries while it has any, else new ones."""
-        o = self.options
-        start = "0" if self._own_pending else ">"
-        block = None if self._own_pending else o.block_ms
-        reply: Any = self.client.xreadgroup(o.group, self.name, {o.stream: start},
-                                            count=o.batch, block=block)  # fmt: skip
-        entries: list[Entry] = reply[0][1] if reply else []
-        if self._own_pending and not entries:
-            self._own_pending = False
-        return self.handle(entries)
+        """One batch: the batch whose handling failed last time, as it was read (reading it
+        again would count as one more delivery each time, and a long PostgreSQL outage would
+        bring good entries to the dead-letter limit); else this consumer's pending entries
+        while it has any; else new ones."""
+        entries = self._unfinished
+        if entries is None:
+            o = self.options
+            start = "0" if self._own_pending else ">"
+            block = None if self._own_pending else o.block_ms
+            reply: Any = self.client.xreadgroup(o.group, self.name, {o.stream: start},
+                                                count=o.batch, block=block)  # fmt: skip
+            entries = reply[0][1] if reply else []
+            if self._own_pending and not entries:
+                self._own_pending = False
+        self._unfinished = entries
+        fresh = self.handle(entries)
+        self._unfinished = None
+        return fresh
 
     def handle(self, entries: Sequence[Entry]) -> int:
         """Apply, dead-letter and acknowledge one batch; the entries applied for the first time."""

@@ -189,3 +189,34 @@ def test_consumers_killed_anywhere_lose_nothing_and_count_nothing_twice(
     assert stored() == totals
     assert AppliedEntry.objects.count() == 3_000
     assert redis_client.xlen(options.dead_letter) == 0
+
+
+def test_a_batch_that_failed_is_retried_as_read_not_delivered_again(redis_client, options):
+    """PostgreSQL failing under a batch: the consumer retries the batch it holds; reading it
+    again would count as one more delivery each time, and a long outage would bring good
+    entries to the dead-letter limit (then a restart or a claim would dead-letter them)."""
+    from django.db import OperationalError
+
+    from pool_admin.metrics.aggregates import apply_events
+
+    totals = produce(redis_client, options, 5, seed=9)
+    failures = iter(range(3))
+    deliveries: list[int] = []
+
+    def flaky(events):
+        if next(failures, None) is not None:
+            raise OperationalError("the server closed the connection")
+        pending = redis_client.xpending_range(options.stream, options.group, "-", "+", 10)
+        deliveries.extend(int(p["times_delivered"]) for p in pending)
+        apply_events(events)
+
+    consumer = Consumer(redis_client, "c1", options, apply=flaky)
+    consumer.ensure_group()
+    assert consumer.step() == 0  # its own pending entries first: none yet
+    for _ in range(3):
+        with pytest.raises(OperationalError):
+            consumer.step()
+    assert consumer.step() == 5
+    assert deliveries == [1] * 5  # delivered once, applied on the fourth try
+    assert stored() == totals
+    assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
