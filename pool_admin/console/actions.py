@@ -94,14 +94,25 @@ def _preview_drain_worker(worker_id: str) -> str:
 
 
 def _drain_worker(worker_id: str) -> str:
-    pool, begun = get_pool(), 0
+    """Each proxy on its own: one whose lease ended or moved meanwhile (or a pool that stops
+    answering midway) does not undo the drains begun, and the outcome says what was done, so
+    the audit records it."""
+    pool, begun, failed = get_pool(), 0, 0
     for pid in _worker_proxies(worker_id):
-        owner = pool.get(pid)
-        if owner is not None and not owner.draining and owner.worker_id == worker_id:
-            pool.begin_drain(pid, worker_id, owner.epoch)
-            begun += 1
-    more = len(_worker_proxies_or_none(worker_id))
-    return f"{begun} proxies draining" + (f"; {more} more remain (run it again)" if more else "")
+        try:
+            owner = pool.get(pid)
+            if owner is not None and not owner.draining and owner.worker_id == worker_id:
+                pool.begin_drain(pid, worker_id, owner.epoch)
+                begun += 1
+        except ActivityError:
+            failed += 1
+    if not begun:
+        raise Refused(f"no proxy of worker {worker_id} could be drained now ({failed} failed)")
+    more = len(_worker_proxies_or_none(worker_id)) if not failed else 0
+    said = f"{begun} proxies draining"
+    if failed:
+        said += f"; {failed} could not be (changed meanwhile, or the pool did not answer)"
+    return said + (f"; {more} more remain (run it again)" if more else "")
 
 
 def _worker_proxies_or_none(worker_id: str) -> list[str]:

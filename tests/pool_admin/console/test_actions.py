@@ -4,8 +4,11 @@ no change (and no entry) when it cannot be done; only for operators with the per
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
+from activity.errors import OwnershipConflict
 from activity.inspection import BrowseQuery
 from activity.types import ProxyState
 from pool_admin.config.models import Alert
@@ -95,3 +98,21 @@ def test_acting_needs_the_permission_and_a_post(client, staff, world):
     assert get_pool().get(world.owned[0]).draining is False
     assert client.get("/admin/console/act/nothing/").status_code == 404
     assert OperatorAction.objects.count() == 0
+
+
+def test_a_worker_drain_that_fails_midway_records_what_it_did(operator_client, world, monkeypatch):
+    pool = get_pool()
+    calls = []
+    real = pool.begin_drain
+
+    def second_fails(pid, worker, epoch):
+        calls.append(pid)
+        if len(calls) == 2:
+            raise OwnershipConflict("changed meanwhile", reason="wrong_epoch")
+        return real(pid, worker, epoch)
+
+    pool.assign(world.now, "acme-us-p5", "edge-1", timedelta(minutes=5))
+    monkeypatch.setattr(pool, "begin_drain", second_fails)
+    act(operator_client, "drain_worker", "edge-1")
+    [entry] = OperatorAction.objects.all()
+    assert entry.outcome.startswith("1 proxies draining; 1 could not be")
