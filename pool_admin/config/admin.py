@@ -33,17 +33,12 @@ from pool_admin.config.models import (
     Alert,
     ApiClient,
     ApiKey,
-    ClientDraws,
-    ClientUsage,
     Credential,
     ProviderAccount,
     Upstream,
-    UpstreamChecks,
-    UpstreamDrops,
     UpstreamQuality,
     WorkerGroup,
 )
-from pool_admin.readonly_admin import ReadOnlyAdmin
 
 TIMESTAMPS = ("created_at", "updated_at")
 
@@ -305,52 +300,6 @@ def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
     )
 
 
-class UsageAdmin(ReadOnlyAdmin):
-    """Usage aggregates: read-only, written by the usage stream's consumer only."""
-
-    date_hierarchy = "period_start"
-
-
-@admin.register(UpstreamQuality)
-class UpstreamQualityAdmin(UsageAdmin):
-    """An upstream's figures per minute (per hour once rolled up)."""
-
-    list_display = ("period_start", "hourly", "upstream", "reports", "ok", "banned", "timeout",
-                    "auth_failed", "fetched", "became_available", "extracted", "expired_unused",
-                    "expired_used")  # fmt: skip
-    list_filter = ("upstream", "hourly", ("period_start", admin.DateFieldListFilter))
-    search_fields = ("upstream",)
-
-
-@admin.register(UpstreamDrops)
-class UpstreamDropsAdmin(UsageAdmin):
-    list_display = ("period_start", "hourly", "upstream", "reason", "entries")
-    list_filter = ("upstream", "reason", "hourly")
-    search_fields = ("upstream",)
-
-
-@admin.register(UpstreamChecks)
-class UpstreamChecksAdmin(UsageAdmin):
-    list_display = ("period_start", "hourly", "upstream", "source", "result", "proxies")
-    list_filter = ("upstream", "source", "result", "hourly")
-    search_fields = ("upstream",)
-
-
-@admin.register(ClientUsage)
-class ClientUsageAdmin(UsageAdmin):
-    list_display = ("period_start", "hourly", "client", "outcome", "calls", "returned",
-                    "duration_ms")  # fmt: skip
-    list_filter = ("outcome", "hourly")
-    search_fields = ("client",)
-
-
-@admin.register(ClientDraws)
-class ClientDrawsAdmin(UsageAdmin):
-    list_display = ("period_start", "hourly", "client", "upstream", "region", "proxies")
-    list_filter = ("upstream", "region", "hourly")
-    search_fields = ("client", "upstream")
-
-
 class ApiKeyInline(admin.TabularInline):
     model = ApiKey
     fields = ("key", "name", "created_at", "last_used_at", "revoked_at")
@@ -533,3 +482,7 @@ class AlertAdmin(admin.ModelAdmin):
     @admin.display(description="State")
     def state(self, obj: Alert) -> str:
         return "closed" if obj.closed_at else "open" if obj.opened_at else "pending"
+
+
+# The usage aggregates' pages: registered on import (pool_admin/config/usage_admin.py).
+from pool_admin.config import usage_admin  # noqa: E402, F401

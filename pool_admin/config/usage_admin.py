@@ -1,0 +1,61 @@
+"""The usage aggregates in the admin: read-only lists, written by the usage stream's consumer
+only (pool_admin/metrics/). Imported by pool_admin/config/admin.py, which registers it."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from pool_admin.config.models import (
+    ClientDraws,
+    ClientUsage,
+    UpstreamChecks,
+    UpstreamDrops,
+    UpstreamQuality,
+)
+from pool_admin.readonly_admin import ReadOnlyAdmin
+
+
+class UsageAdmin(ReadOnlyAdmin):
+    """Usage aggregates: read-only, written by the usage stream's consumer only."""
+
+    date_hierarchy = "period_start"
+
+
+@admin.register(UpstreamQuality)
+class UpstreamQualityAdmin(UsageAdmin):
+    """An upstream's figures per minute (per hour once rolled up)."""
+
+    list_display = ("period_start", "hourly", "upstream", "reports", "ok", "banned", "timeout",
+                    "auth_failed", "fetched", "became_available", "extracted", "expired_unused",
+                    "expired_used")  # fmt: skip
+    list_filter = ("upstream", "hourly", ("period_start", admin.DateFieldListFilter))
+    search_fields = ("upstream",)
+
+
+@admin.register(UpstreamDrops)
+class UpstreamDropsAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "upstream", "reason", "entries")
+    list_filter = ("upstream", "reason", "hourly")
+    search_fields = ("upstream",)
+
+
+@admin.register(UpstreamChecks)
+class UpstreamChecksAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "upstream", "source", "result", "proxies")
+    list_filter = ("upstream", "source", "result", "hourly")
+    search_fields = ("upstream",)
+
+
+@admin.register(ClientUsage)
+class ClientUsageAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "client", "outcome", "calls", "returned",
+                    "duration_ms")  # fmt: skip
+    list_filter = ("outcome", "hourly")
+    search_fields = ("client",)
+
+
+@admin.register(ClientDraws)
+class ClientDrawsAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "client", "upstream", "region", "proxies")
+    list_filter = ("upstream", "region", "hourly")
+    search_fields = ("client", "upstream")
