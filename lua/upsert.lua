@@ -86,13 +86,13 @@ for i, a in ipairs(cands) do
   if holder and holder ~= c.id then
     local incumbent = get_rec(holder)
     if incumbent.e <= now then
-      delete_rec(holder, incumbent)
+      expire_rec(holder, incumbent)
       counts.cleaned = counts.cleaned + 1
       holder = nil
     end
   end
   if rec and rec.e <= now then
-    delete_rec(c.id, rec)
+    expire_rec(c.id, rec)
     counts.cleaned = counts.cleaned + 1
     if holder == c.id then holder = nil end
     rec = nil

@@ -81,6 +81,21 @@ class TestSweep:
         assert (dict(used), dict(unused)) == ({"u1": 0, "u2": 0}, {"u1": 2, "u2": 3})
         assert h.pool.sweep(10).tally == {}
 
+    def test_the_tally_counts_expired_incumbents_an_upsert_replaced(self, make_pool: PoolFactory):
+        """An expired record an upsert removes because a candidate comes under its ID or its
+        exit (past what its bounded cleaning reached) is tallied too, used or not."""
+        h = make_pool(options=PoolOptions(clean_budget=1))
+        h.stock("a", "b", "c", ttl=MIN)
+        h.stock("d", ttl=MIN, unique_key="exit-d")
+        assert ids(h.take(1, upstream="u1")) == ["a"]
+        h.advance(2 * MIN)
+        # The upsert's cleaning reaches one record; "b" and "c" come again under their IDs,
+        # and "d2" under "d"'s exit.
+        h.upsert([h.proxy("b"), h.proxy("c"), h.proxy("d2", unique_key="exit-d")])
+        assert h.pool.upstream_inventory("u1").managed == 3
+        assert h.pool.sweep(10).tally == {"u1": ExpiredTally(used=1, unused=3)}
+        assert h.pool.sweep(10).tally == {}
+
     def test_inventory_is_exact_before_sweep_runs(self, make_pool: PoolFactory):
         """库存真值: inventory never counts a proxy past its hard expiry, swept or not."""
         h = make_pool()

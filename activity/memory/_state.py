@@ -204,12 +204,17 @@ class PoolState:
         """
         due = (self.expiry if expiry is None else expiry).at_most(now_ms, limit + 1)
         for pid in due[:limit]:
-            rec = self.records[pid]
-            used = rec.state is ProxyState.EXTRACTED or pid in self.owners
-            self.expired_tally[(rec.upstream_id, used)] += 1  # clean_expired in lua/lib/sweep.lua
-            self.delete(rec)
+            self.expire(self.records[pid])
         self._purge_replays(now_ms)
         return min(len(due), limit), len(due) > limit
+
+    def expire(self, rec: Record) -> None:
+        """Remove a record past its hard expiry, tallied by upstream as used (extracted, or
+        assigned to a worker) or never used. Every removal at expiry goes through here, or the
+        waste figures undercount (expire_rec in lua/lib/sweep.lua is the pair)."""
+        used = rec.state is ProxyState.EXTRACTED or rec.proxy_id in self.owners
+        self.expired_tally[(rec.upstream_id, used)] += 1
+        self.delete(rec)
 
     def take_expired_tally(self) -> dict[str, ExpiredTally]:
         """The records removed at expiry since the last call, by upstream; the tally restarts."""

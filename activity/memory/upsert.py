@@ -103,7 +103,7 @@ class Upserts:
         for pid in (holder_id, cand.proxy_id):
             rec = s.records.get(pid) if pid is not None else None
             if rec is not None and rec.expires_ms <= now:
-                s.delete(rec)  # an expired incumbent never blocks a new lifecycle
+                s.expire(rec)  # an expired incumbent never blocks a new lifecycle
                 counts["cleaned"] += 1
         holder_id = s.unique.get(cand.key_digest)
         rec = s.records.get(cand.proxy_id)

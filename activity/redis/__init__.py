@@ -338,7 +338,11 @@ class RedisPool:
     # ------------------------------------------------------------------ Maintenance
     def sweep(self, limit: int) -> SweepResult:
         n = v.limit(limit, self.options)
-        reply = self._scripts.call("sweep", self._now(), n)
+        # Retried once after a lost reply: the retry replays the result (and the expiry tally
+        # it took, which would otherwise be gone) instead of sweeping again.
+        nonce = uuid.uuid4().hex
+        op = v.digest("op-sweep", nonce)
+        reply = self._scripts.call("sweep", self._now(), n, f"op:{op}", nonce, retry_safe=True)
         return SweepResult(
             int(reply["expired"]),
             int(reply["sessions"]),

@@ -26,17 +26,22 @@ local function due_members(zkey, now, limit)
   return due, more
 end
 
--- Remove up to `limit` records past their hard expiry from `zkey` (global or one upstream's),
--- each tallied by upstream as used (extracted, or assigned to a worker) or never used, for
--- the usage metrics (sweep.lua takes the tally; PoolState.clean_expired is the pair).
+-- Remove a record past its hard expiry, tallied by upstream as used (extracted, or assigned
+-- to a worker) or never used, for the usage metrics (sweep.lua takes the tally). Every removal
+-- at expiry goes through here, or the waste figures undercount (PoolState.expire is the pair).
+local function expire_rec(pid, rec)
+  local used = rec.s == 'extracted' or get_owner(pid) ~= nil
+  bump(EXPIRED_COUNTS, rec.u .. (used and '|used' or '|unused'), 1)
+  delete_rec(pid, rec)
+end
+
+-- Remove up to `limit` records past their hard expiry from `zkey` (global or one upstream's).
 local function clean_expired(now, limit, zkey)
   local due, more = due_members(zkey or EXP, now, limit)
   for _, pid in ipairs(due) do
     local rec = get_rec(pid)
     if rec then
-      local used = rec.s == 'extracted' or get_owner(pid) ~= nil
-      bump(EXPIRED_COUNTS, rec.u .. (used and '|used' or '|unused'), 1)
-      delete_rec(pid, rec)
+      expire_rec(pid, rec)
     else  -- an index entry without its record (never expected): drop it, do not stop
       zrem(EXP, pid)
       if zkey then zrem(zkey, pid) end

@@ -40,6 +40,7 @@ from activity.errors import (
     QuotaExceeded,
     StoreUnavailable,
 )
+from activity.types import ExpiredTally
 from tests.harness.netfault import CuttingRelay
 
 MIN = timedelta(minutes=1)
@@ -105,6 +106,21 @@ def test_a_reply_lost_after_commit_is_answered_by_the_retry(relay):
     relay.cut_next_reply()
     with pytest.raises(StoreUnavailable):  # no key, no request ID: not retried blindly
         pool.extract(ExtractRequest("c1", 1))
+
+
+def test_a_sweep_whose_reply_was_lost_tells_its_tally_through_the_retry(relay):
+    """The expiry tally is taken by the sweep that ran: its retry after a lost reply answers
+    with that sweep's result (tally included) and sweeps nothing twice."""
+    pool, clock = _pool(relay.url)
+    now = clock.now()
+    pool.upsert_fetched(FetchedBatch("u1", _proxies(now, 3, ttl=MIN), 100, MIN / 12, now))
+    clock.advance(2 * MIN)
+    relay.cut_next_reply()
+    result = pool.sweep(100)
+    assert relay.cuts == 1
+    assert (result.expired, result.tally) == (3, {"u1": ExpiredTally(used=0, unused=3)})
+    assert pool.sweep(100).tally == {}
+    pool.close()
 
 
 @pytest.fixture
