@@ -12,8 +12,10 @@ The loop (``../shared/research/operations.md`` §8):
    pending; they are delivered again (to it, or to another by ``XAUTOCLAIM``) and the unique
    constraint makes them add nothing. Killed before the commit: nothing was written.
 4. Unreadable entries, entries delivered more than ``max_deliveries`` times, and the single
-   events of an applied entry that do not check go to the dead-letter stream with their reason
-   (and their entry's ID, and the event's index), then are acknowledged: they stop nothing.
+   events of an applied entry that do not check, or that PostgreSQL refuses whenever it is
+   asked (a constraint, a sum past ``bigint``: reason ``apply failed: <error class>``), go to
+   the dead-letter stream with their reason (and their entry's ID, and the event's index),
+   then are acknowledged: they stop nothing.
 5. Every ``claim_every_s``, entries pending longer than ``claim_idle_ms`` with any consumer (a
    dead one) are claimed with ``XAUTOCLAIM`` and handled as in 2-4.
 
@@ -36,11 +38,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 
 from pool_admin.config.models import AppliedEntry
 from pool_admin.metrics.aggregates import apply_events
-from pool_admin.metrics.events import DecodedEntry, Event, MalformedEvent, decode_entry
+from pool_admin.metrics.events import (
+    DecodedEntry,
+    Event,
+    MalformedEvent,
+    Refused,
+    decode_entry,
+    encoded,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -183,23 +192,66 @@ class Consumer:
 
     def _apply(self, good: Sequence[Decoded]) -> list[Decoded]:
         """In one transaction: record the entries' IDs, add the events of those not recorded
-        before; the entries applied now."""
-        stream = self.options.stream
+        before; the entries applied now.
+
+        A batch PostgreSQL refuses as such (``DataError``, ``IntegrityError``: a sum past
+        ``bigint``, say) would be refused on every retry and stop the stream for good: its
+        entries are then applied one by one, and the events of an entry refused alone are
+        dead-lettered alone (``_apply_alone``). A failure of the server itself
+        (``OperationalError``) propagates: the batch is retried as it is, later."""
+        try:
+            with transaction.atomic():
+                fresh = self._record(good)
+                events = [event for _, decoded in fresh for event in decoded.events]
+                if events:
+                    self._apply_events(events)
+            return fresh
+        except (DataError, IntegrityError) as exc:
+            logger.warning("metrics consumer %s: PostgreSQL refused a batch (%s); applying its "
+                           "entries one by one", self.name, type(exc).__name__)  # fmt: skip
+        return [applied for item in good for applied in self._apply_alone(item)]
+
+    def _record(self, good: Sequence[Decoded]) -> list[Decoded]:
+        """Insert the entries' IDs (inside the caller's transaction); those not there before."""
         ids = [_id(raw_id) for raw_id, _ in good]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {AppliedEntry._meta.db_table} (stream, ms, seq) "
+                "SELECT %s, unnest(%s::bigint[]), unnest(%s::bigint[]) "
+                "ON CONFLICT (stream, ms, seq) DO NOTHING RETURNING ms, seq",
+                [self.options.stream, [ms for ms, _ in ids], [seq for _, seq in ids]],
+            )
+            new = {(int(ms), int(seq)) for ms, seq in cursor.fetchall()}
+        return [item for item, key in zip(good, ids, strict=True) if key in new]
+
+    def _apply_alone(self, item: Decoded) -> list[Decoded]:
+        """One entry in its own transaction; if PostgreSQL refuses its events together, each
+        in a savepoint of its own, the refused ones told as refusals (at most
+        ``events.MAX_ENTRY_EVENTS`` savepoints, on this rare path only)."""
+        raw_id, decoded = item
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    f"INSERT INTO {AppliedEntry._meta.db_table} (stream, ms, seq) "
-                    "SELECT %s, unnest(%s::bigint[]), unnest(%s::bigint[]) "
-                    "ON CONFLICT (stream, ms, seq) DO NOTHING RETURNING ms, seq",
-                    [stream, [ms for ms, _ in ids], [seq for _, seq in ids]],
-                )
-                new = {(int(ms), int(seq)) for ms, seq in cursor.fetchall()}
-            fresh = [item for item, key in zip(good, ids, strict=True) if key in new]
-            events = [event for _, decoded in fresh for event in decoded.events]
-            if events:
-                self._apply_events(events)
-        return fresh
+            if not self._record([item]):
+                return []
+            try:
+                with transaction.atomic():
+                    if decoded.events:
+                        self._apply_events(decoded.events)
+                return [item]
+            except (DataError, IntegrityError):
+                pass
+            kept = DecodedEntry(refused=list(decoded.refused))
+            for index, event in zip(decoded.positions, decoded.events, strict=True):
+                try:
+                    with transaction.atomic():
+                        self._apply_events([event])
+                except (DataError, IntegrityError) as exc:
+                    reason = f"apply failed: {type(exc).__name__}"
+                    kept.refused.append(Refused(index, reason, encoded(event)))
+                else:
+                    kept.events.append(event)
+                    kept.positions.append(index)
+            kept.refused.sort(key=lambda refused: refused.index)
+        return [(raw_id, kept)]
 
     def _dead_letter(
         self, raw_id: bytes, fields: dict[bytes, bytes], reason: str, index: int | None = None

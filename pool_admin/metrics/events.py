@@ -21,9 +21,11 @@ from typing import Any
 
 import orjson
 
-from activity.types import LABEL_PATTERN, Outcome
+from activity.types import LABEL_PATTERN, Outcome, ProxyState
 
 _LABEL = re.compile(LABEL_PATTERN)
+#: A drop reason or an extract's outcome: at most 40 characters, as their columns
+#: (UpstreamDrops.reason, ClientUsage.outcome); an event PostgreSQL would refuse never checks.
 _CODE = re.compile(r"[a-z][a-z0-9_]{0,39}")
 #: Largest count or sum one event may carry (sums of milliseconds over a batch fit).
 MAX_NUMBER = 10**12
@@ -73,6 +75,14 @@ def _counts(value: object) -> bool:
     )
 
 
+_STATES = frozenset(state.value for state in ProxyState)
+
+
+def _states(value: object) -> bool:
+    """Proxies by the state a check gave them (UpstreamChecks.result holds a state's name)."""
+    return isinstance(value, dict) and _counts(value) and all(k in _STATES for k in value)
+
+
 def _draw(row: object) -> bool:
     return (
         isinstance(row, list)
@@ -119,7 +129,7 @@ KINDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "check": {
         "upstream": (_label, True),
         "source": (_source, True),
-        "states": (_counts, True),
+        "states": (_states, True),
         "latency_ms": (_count, True),
         "timed": (_count, True),
     },
@@ -146,8 +156,16 @@ class Refused:
 
 @dataclass(slots=True)
 class DecodedEntry:
+    """An entry's events that check, with their ``positions`` in the entry, and the refused."""
+
     events: list[Event] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
+    positions: list[int] = field(default_factory=list)
+
+
+def encoded(event: Event) -> bytes:
+    """An event as an entry carries it (what a dead-letter entry keeps of it)."""
+    return orjson.dumps([event.kind, event.at_ms, dict(event.fields)])
 
 
 def _check(kind: object, at_ms: object, fields: object) -> None:
@@ -210,4 +228,5 @@ def decode_entry(entry: Mapping[bytes, bytes]) -> DecodedEntry:
             decoded.refused.append(Refused(index, exc.reason, orjson.dumps(item)))
         else:
             decoded.events.append(Event(kind, at_ms, fields))
+            decoded.positions.append(index)
     return decoded

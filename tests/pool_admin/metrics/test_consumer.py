@@ -16,7 +16,7 @@ import orjson
 import pytest
 import redis
 
-from pool_admin.config.models import AppliedEntry, UpstreamQuality
+from pool_admin.config.models import AppliedEntry, UpstreamQuality, UsageTotal
 from pool_admin.metrics.consumer import Consumer, ConsumerOptions
 from pool_admin.metrics.events import encode_event, entry_of
 from tests.harness.commands import REPO, database_url_of_test_db
@@ -116,6 +116,33 @@ def test_a_malformed_entry_is_dead_lettered_with_its_reason_and_stops_nothing(
     ]
     assert all(b"id" in fields for _, fields in dead)
     assert b'"great"' in dead[1][1][b"event"]  # what the event was, for whoever looks
+    assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
+
+
+def test_an_event_postgresql_refuses_is_dead_lettered_alone_and_stops_nothing(
+    redis_client, options
+):
+    """An event that checks but that PostgreSQL refuses every time (here a total past
+    ``bigint``) would hold its batch forever: it alone is dead-lettered, its entry's other
+    events and the batch's other entries count, and what it would have added is nowhere."""
+    UsageTotal.objects.create(family="fetched", labels="u-full", value=2**63 - 10)
+    totals = produce(redis_client, options, 10, seed=4)
+    good = ("outcome", AT_MS, {"upstream": "u1", "outcome": "ok"})
+    overflow = ("fetch", AT_MS, {"upstream": "u-full", "received": 100, "inserted": 100,
+                                  "refreshed": 0, "available": 0})  # fmt: skip
+    redis_client.xadd(options.stream, entry(good, overflow, good))  # type: ignore[arg-type]
+    totals[("u1", "ok")] += 2
+    totals += produce(redis_client, options, 10, seed=5)
+    consumer = Consumer(redis_client, "c1", options)
+    drain(consumer)
+    assert stored() == totals
+    dead = redis_client.xrange(options.dead_letter)
+    assert [(f[b"reason"], f[b"index"]) for _, f in dead] == [(b"apply failed: DataError", b"1")]
+    assert orjson.loads(dead[0][1][b"event"])[2]["upstream"] == "u-full"
+    assert UsageTotal.objects.get(family="fetched", labels="u-full").value == 2**63 - 10
+    assert not UpstreamQuality.objects.filter(upstream="u-full").exists()
+    assert AppliedEntry.objects.count() == 21
+    assert (consumer.applied, consumer.dead) == (21, 1)
     assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
 
 

@@ -1,0 +1,65 @@
+"""The usage events' shapes (pool_admin/metrics/events.py): what checks fits the columns it is
+written to, so PostgreSQL never refuses an event for its text."""
+
+from __future__ import annotations
+
+import pytest
+
+from activity.types import ProxyState
+from pool_admin.config.models import ClientUsage, UpstreamChecks, UpstreamDrops
+from pool_admin.metrics.events import MalformedEvent, decode_entry, encode_event, entry_of
+
+AT_MS = 1_780_000_000_000
+
+
+def _check(states: dict[str, int]) -> bytes:
+    fields = {"upstream": "u1", "source": "intake", "states": states, "latency_ms": 0, "timed": 0}
+    return encode_event("check", AT_MS, fields)
+
+
+def test_a_checks_states_are_proxy_states_and_fit_their_column():
+    width = UpstreamChecks._meta.get_field("result").max_length
+    assert all(len(state.value) <= width for state in ProxyState)
+    _check({state.value: 1 for state in ProxyState})
+    for state in ("availablex", "a" * (width + 1), "Available"):
+        with pytest.raises(MalformedEvent, match="check: bad states"):
+            _check({state: 1})
+
+
+@pytest.mark.parametrize(
+    ("kind", "build", "column"),
+    [
+        (
+            "extract",
+            lambda code: {"client": "c1", "outcome": code, "returned": 0, "duration_ms": 1},
+            ClientUsage._meta.get_field("outcome"),
+        ),
+        (
+            "fetch",
+            lambda code: {
+                "upstream": "u1",
+                "received": 1,
+                "inserted": 0,
+                "refreshed": 0,
+                "available": 0,
+                "dropped": {code: 1},
+            },
+            UpstreamDrops._meta.get_field("reason"),
+        ),
+    ],
+)
+def test_codes_are_as_long_as_their_column_and_no_longer(kind, build, column):
+    width = column.max_length
+    encode_event(kind, AT_MS, build("x" * width))
+    with pytest.raises(MalformedEvent, match=f"{kind}: bad"):
+        encode_event(kind, AT_MS, build("x" * (width + 1)))
+
+
+def test_the_consumer_refuses_what_a_producer_would_not_send():
+    """A writer past encode_event (another version, a hand-made entry) is checked again on
+    reading: the bad event alone is refused, with its place in the entry."""
+    good = _check({"available": 1})
+    bad = good.replace(b'"available"', b'"' + b"z" * 17 + b'"')
+    decoded = decode_entry({b"e": entry_of([good, bad, good])["e"]})
+    assert decoded.positions == [0, 2]
+    assert [(r.index, r.reason) for r in decoded.refused] == [(1, "check: bad states")]
