@@ -86,7 +86,14 @@ def count_refused_call(
 
 def _emit_extract(event: dict[str, Any], proxies: tuple[ExtractedProxy, ...]) -> None:
     """The call's usage event on the metrics stream: its outcome, and the proxies it drew by
-    upstream and region with their summed age since fetch (the time from fetch to first use)."""
+    upstream and region with their summed age since fetch (the time from fetch to first use).
+
+    A replay (the same idempotency key or request ID again) is a call of outcome ``replayed``
+    that returned and drew nothing: its proxies were counted, and their first use timed, by
+    the call that took them."""
+    if event.get("replayed") and event["outcome"] == "ok":
+        event = event | {"outcome": "replayed", "returned": 0}
+        proxies = ()
     now_ms = int(time.time() * 1000)
     draws: dict[tuple[str, str], list[int]] = {}
     for p in proxies:

@@ -15,8 +15,8 @@ from tests.harness.metrics import drain_metrics
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
 
-def extract(client, body):
-    return client.post("/api/v1/extract", body, format="json")
+def extract(client, body, **headers):
+    return client.post("/api/v1/extract", body, format="json", headers=headers)
 
 
 def totals() -> dict[tuple[str, str], int]:
@@ -46,6 +46,23 @@ def test_extracts_answered_and_refused_become_client_and_upstream_figures(api, m
     t = totals()
     assert (t[("extract_calls", "ok")], t[("extract_calls", "forbidden")]) == (1, 1)
     assert sum(v for (f, _), v in t.items() if f == "extracted") == 4
+
+
+def test_a_replayed_extract_is_a_call_that_draws_nothing_again(api, make_client, seed):
+    """The same idempotency key again answers the same proxies: the call counts (outcome
+    ``replayed``), the proxies and their first use do not, a second time."""
+    seed(n=5, region="us")
+    client = api(make_client().plaintext)
+    first = extract(client, {"count": 3, "mode": "partial"}, **{"Idempotency-Key": "order-9"})
+    again = extract(client, {"count": 3, "mode": "partial"}, **{"Idempotency-Key": "order-9"})
+    assert again.json()["proxies"] == first.json()["proxies"]
+    drain_metrics()
+    calls = {(r.outcome, r.calls, r.returned) for r in ClientUsage.objects.all()}
+    assert calls == {("ok", 1, 3), ("replayed", 1, 0)}
+    assert sum(r.proxies for r in ClientDraws.objects.all()) == 3
+    assert sum(r.extracted for r in UpstreamQuality.objects.all()) == 3
+    assert totals()[("extracted", "acme-us")] == 3
+    assert totals()[("extract_calls", "replayed")] == 1
 
 
 def test_the_sweep_tells_what_expired_used_and_what_expired_unused(
