@@ -16,16 +16,21 @@ The loop (``../shared/research/operations.md`` §8):
    asked (a constraint, a sum past ``bigint``: reason ``apply failed: <error class>``), go to
    the dead-letter stream with their reason (and their entry's ID, and the event's index),
    then are acknowledged: they stop nothing.
+   The delivery count is checked on every read of pending entries, this consumer's own (a
+   process restarted under its old name that dies on an entry again) and claimed ones.
 5. Every ``claim_every_s``, entries pending longer than ``claim_idle_ms`` with any consumer (a
-   dead one) are claimed with ``XAUTOCLAIM`` and handled as in 2-4.
+   dead one) are claimed with ``XAUTOCLAIM`` and handled as in 2-4; then upkeep.py's bounded
+   chores: applied IDs pruned, idle consumers forgotten, entries trimmed unread counted.
 
-PostgreSQL down: the batch stays pending; the consumer waits (backoff, at most
-``MAX_BACKOFF_S``) and reads its own pending entries again: nothing is lost. Applied IDs older
-than the stream's first entry can never come again and are pruned in batches (``prune``).
+PostgreSQL down: the consumer keeps the batch it holds and tries it again (backoff, at most
+``MAX_BACKOFF_S``): nothing is lost while the stream keeps what arrives meanwhile (what it
+trims unread is counted, upkeep.py). A batch committed whose acknowledgement failed is not
+applied again on the retry (``_Batch.fresh``): only its dead letters not yet written and its
+acknowledgement are. The group gone (the stream's Redis lost its data) is made again.
 
 Bounds: a batch is at most ``batch`` entries (each at most ``events.MAX_ENTRY_BYTES`` and
-``events.MAX_ENTRY_EVENTS``: 100 entries, at most 50,000 events, 25 MiB), a claim
-at most ``batch`` per call, a prune at most ``PRUNE_BATCH`` rows.
+``events.MAX_ENTRY_EVENTS``: 100 entries, at most 50,000 events, 25 MiB), a claim at most
+10 reads of ``batch`` per call, a prune at most ``upkeep.PRUNE_BATCH`` rows.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import redis
 from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 
 from pool_admin.config.models import AppliedEntry
+from pool_admin.metrics import upkeep
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.events import (
     DecodedEntry,
@@ -54,7 +60,6 @@ from pool_admin.metrics.events import (
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_S = 30.0
-PRUNE_BATCH = 10_000
 #: Where a test may stop the consumer dead (``fault``): after the read, after the commit.
 FAULT_POINTS = ("read", "committed")
 
@@ -75,11 +80,19 @@ class ConsumerOptions:
 
 Entry = tuple[bytes, dict[bytes, bytes] | None]
 Decoded = tuple[bytes, DecodedEntry]
+_id = upkeep.stream_id
 
 
-def _id(raw: bytes) -> tuple[int, int]:
-    ms, _, seq = raw.decode().partition("-")
-    return int(ms), int(seq)
+@dataclass
+class _Batch:
+    """A batch read and not finished yet: kept across failures, so a retry neither reads it
+    again (one more delivery each time) nor applies it twice once committed."""
+
+    entries: Sequence[Entry]
+    #: The entries applied for the first time, once the transaction committed.
+    fresh: list[Decoded] | None = None
+    #: Dead letters of this batch written so far (a retry writes only the others).
+    told: int = 0
 
 
 class Consumer:
@@ -96,8 +109,8 @@ class Consumer:
         self._apply_events = apply
         self._fault = fault or (lambda point: None)
         self._own_pending = True
-        #: A batch read whose handling failed (PostgreSQL or Redis down): retried as it is.
-        self._unfinished: list[Entry] | None = None
+        self._group_ready = False
+        self._unfinished: _Batch | None = None
         self._claimed_at = 0.0
         #: Entries applied, their events, entries already applied before (redeliveries), and
         #: entries or events dead-lettered: this process's.
@@ -113,20 +126,29 @@ class Consumer:
         except redis.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
+        self._group_ready = True
 
     # ------------------------------------------------------------------ the loop
     def run(self, stop: threading.Event) -> None:
         """Until ``stop`` is set: read, apply, acknowledge; wait out failures of either store."""
-        self.ensure_group()
         backoff = 0.5
         while not stop.is_set():
             try:
+                if not self._group_ready:
+                    self.ensure_group()
                 if time.monotonic() - self._claimed_at >= self.options.claim_every_s:
                     self.reclaim()
-                    self.prune()
+                    self.upkeep()
                 self.step()
                 backoff = 0.5
             except (DatabaseError, redis.RedisError) as exc:
+                if isinstance(exc, redis.ResponseError) and "NOGROUP" in str(exc):
+                    # The stream's Redis lost the group (a restart without persistence): what
+                    # it held is gone, and what comes next must still be read.
+                    logger.error("metrics consumer %s: the group %s is gone from the stream's "
+                                 "Redis; making it again", self.name,
+                                 self.options.group)  # fmt: skip
+                    self._group_ready = False
                 if self._unfinished is None:  # a claim or a prune failed: its entries are ours
                     self._own_pending = True
                 logger.warning("metrics consumer %s: %s; retrying in %.1f s", self.name,
@@ -136,59 +158,72 @@ class Consumer:
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
 
     def step(self) -> int:
-        """One batch: the batch whose handling failed last time, as it was read (reading it
-        again would count as one more delivery each time, and a long PostgreSQL outage would
-        bring good entries to the dead-letter limit); else this consumer's pending entries
-        while it has any; else new ones."""
-        entries = self._unfinished
-        if entries is None:
+        """One batch: the batch whose handling failed last time, as it was read; else this
+        consumer's pending entries while it has any (their delivery counts checked); else new
+        ones. The entries applied for the first time."""
+        batch = self._unfinished
+        if batch is None:
             o = self.options
             start = "0" if self._own_pending else ">"
             block = None if self._own_pending else o.block_ms
             reply: Any = self.client.xreadgroup(o.group, self.name, {o.stream: start},
                                                 count=o.batch, block=block)  # fmt: skip
             entries = reply[0][1] if reply else []
-            if self._own_pending and not entries:
-                self._own_pending = False
-        self._unfinished = entries
-        fresh = self.handle(entries)
+            if self._own_pending:
+                if not entries:
+                    self._own_pending = False
+                else:
+                    entries = self._drop_overdelivered(entries)
+            batch = _Batch(entries)
+        self._unfinished = batch
+        fresh = self._finish(batch)
         self._unfinished = None
         return fresh
 
     def handle(self, entries: Sequence[Entry]) -> int:
         """Apply, dead-letter and acknowledge one batch; the entries applied for the first time."""
+        return self._finish(_Batch(entries))
+
+    def _finish(self, batch: _Batch) -> int:
+        entries = batch.entries
         if not entries:
             return 0
         good: list[Decoded] = []
         unreadable: dict[bytes, str] = {}
         gone: list[bytes] = []
         for raw_id, fields in entries:
-            if fields is None:  # trimmed from the stream while pending: nothing to apply
+            if not fields:  # trimmed while pending (redis-py gives {}): nothing to apply
                 gone.append(raw_id)
                 continue
             try:
                 good.append((raw_id, decode_entry(fields)))
             except MalformedEvent as exc:
                 unreadable[raw_id] = exc.reason
-        self._fault("read")
-        fresh = self._apply(good) if good else []
+        if batch.fresh is None:
+            self._fault("read")
+            batch.fresh = self._apply(good) if good else []
+            self.applied += len(batch.fresh)
+            self.events += sum(len(decoded.events) for _, decoded in batch.fresh)
+            self.duplicates += len(good) - len(batch.fresh)
         self._fault("committed")
         # In the stream's order; an entry applied before had its refusals told then.
-        refusals = {raw_id: decoded.refused for raw_id, decoded in fresh}
+        refusals = {raw_id: decoded.refused for raw_id, decoded in batch.fresh}
+        letters: list[tuple[bytes, dict[bytes, bytes], str, int | None]] = []
         for raw_id, fields in entries:
-            if raw_id in unreadable and fields is not None:
-                self._dead_letter(raw_id, fields, unreadable[raw_id])
+            if raw_id in unreadable and fields:
+                letters.append((raw_id, fields, unreadable[raw_id], None))
             for refused in refusals.get(raw_id, ()):
-                self._dead_letter(raw_id, {b"event": refused.raw}, refused.reason,
-                                  index=refused.index)  # fmt: skip
+                letters.append((raw_id, {b"event": refused.raw}, refused.reason, refused.index))
+        for letter in letters[batch.told :]:
+            self._dead_letter(*letter)
+            batch.told += 1
         self.client.xack(self.options.stream, self.options.group, *[e[0] for e in entries])
-        self.applied += len(fresh)
-        self.events += sum(len(decoded.events) for _, decoded in fresh)
-        self.duplicates += len(good) - len(fresh)
         if gone:
-            logger.info("metrics consumer %s: %d pending entries were trimmed before they were "
-                        "applied", self.name, len(gone))  # fmt: skip
-        return len(fresh)
+            upkeep.add_lost(self.client, self.options.stream, len(gone))
+            logger.error("metrics consumer %s: %d pending entries were trimmed from the stream "
+                         "before they were applied: their events are not in the aggregates",
+                         self.name, len(gone))  # fmt: skip
+        return len(batch.fresh)
 
     def _apply(self, good: Sequence[Decoded]) -> list[Decoded]:
         """In one transaction: record the entries' IDs, add the events of those not recorded
@@ -280,6 +315,11 @@ class Consumer:
             reply = self.client.xautoclaim(o.stream, o.group, self.name, o.claim_idle_ms,
                                            start_id=cursor, count=o.batch)  # fmt: skip
             cursor, entries = reply[0], reply[1]
+            if len(reply) > 2 and reply[2]:  # pending entries trimmed: XAUTOCLAIM dropped them
+                upkeep.add_lost(self.client, o.stream, len(reply[2]))
+                logger.error("metrics consumer %s: %d pending entries were trimmed from the "
+                             "stream before they were applied: their events are not in the "
+                             "aggregates", self.name, len(reply[2]))  # fmt: skip
             if entries:
                 claimed += len(entries)
                 self.handle(self._drop_overdelivered(entries))
@@ -299,27 +339,20 @@ class Consumer:
         keep: list[Entry] = []
         for raw_id, fields in entries:
             times = deliveries.get(raw_id, 0)
-            if times > o.max_deliveries and fields is not None:
+            if times > o.max_deliveries and fields:
                 self._dead_letter(raw_id, fields, f"delivered {times} times")
                 self.client.xack(o.stream, o.group, raw_id)
             else:
                 keep.append((raw_id, fields))
         return keep
 
-    # ------------------------------------------------------------------ pruning
-    def prune(self) -> int:
-        """Forget applied IDs older than the stream's first entry (never delivered again)."""
-        first: Any = self.client.xrange(self.options.stream, count=1)
-        # An empty stream: every ID applied so far is below the next one it will give.
-        ms, seq = _id(first[0][0]) if first else (10**15, 0)
-        with connection.cursor() as cursor:
-            table = AppliedEntry._meta.db_table  # a name of ours; every value is a parameter
-            cursor.execute(
-                f"DELETE FROM {table} WHERE id IN (SELECT id FROM {table} "  # noqa: S608
-                "WHERE stream = %s AND (ms, seq) < (%s, %s) LIMIT %s)",
-                [self.options.stream, ms, seq, PRUNE_BATCH],
-            )
-            return int(cursor.rowcount)
+    # ------------------------------------------------------------------ upkeep
+    def upkeep(self) -> None:
+        """upkeep.py's bounded chores, one round."""
+        o = self.options
+        upkeep.prune_applied(self.client, o.stream, o.group)
+        upkeep.forget_idle_consumers(self.client, o.stream, o.group, keep=self.name)
+        upkeep.count_lost(self.client, o.stream, o.group)
 
 
 def options_from_settings(**overrides: Any) -> ConsumerOptions:

@@ -49,6 +49,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from activity.errors import ActivityError
 from pool_admin.config.models import Upstream, UsageTotal
+from pool_admin.metrics import upkeep
 from pool_admin.metrics.stream import dropped_key
 from pool_admin.pool import get_pool
 
@@ -96,6 +97,7 @@ def _stream_families() -> Iterator[Metric]:
         groups: Any = client.xinfo_groups(settings.METRICS_STREAM) if entries else []
         dead: Any = client.xlen(settings.METRICS_DEAD_LETTER)
         dropped = int(client.get(dropped_key()) or 0)
+        lost = upkeep.lost_total(client, settings.METRICS_STREAM)
     except redis.RedisError:
         return  # the stream's Redis is not answering: its families are absent this time
     finally:
@@ -108,15 +110,20 @@ def _stream_families() -> Iterator[Metric]:
         yield GaugeMetricFamily("proxypool_usage_stream_pending_entries",
                                 "Entries delivered to a consumer and not acknowledged yet.",
                                 value=int(group["pending"]))  # fmt: skip
-        yield GaugeMetricFamily("proxypool_usage_stream_lag_entries",
-                                "Entries not delivered to any consumer yet.",
-                                value=int(group.get("lag") or 0))  # fmt: skip
+        if group.get("lag") is not None:  # Redis says when it cannot tell: absent then
+            yield GaugeMetricFamily("proxypool_usage_stream_lag_entries",
+                                    "Entries not delivered to any consumer yet.",
+                                    value=int(group["lag"]))  # fmt: skip
     yield GaugeMetricFamily("proxypool_usage_dead_letter_entries",
                             "Entries no aggregate could use, kept with their reasons.",
                             value=int(dead))  # fmt: skip
     yield CounterMetricFamily("proxypool_usage_events_dropped",
                               "Usage events producers could not put on the stream.",
                               value=dropped)  # fmt: skip
+    yield CounterMetricFamily("proxypool_usage_stream_entries_lost",
+                              "Stream entries trimmed (MAXLEN) before a consumer applied them: "
+                              "the consumers were behind by more than the stream holds.",
+                              value=lost)  # fmt: skip
 
 
 #: UsageTotal family -> (metric name, help, label names): the plain counters.

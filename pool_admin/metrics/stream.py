@@ -26,6 +26,8 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from pool_admin.metrics.events import (
     MAX_ENTRY_BYTES,
@@ -124,8 +126,12 @@ class EventStream:
     def _redis(self) -> redis.Redis:
         url = settings.METRICS_REDIS_URL
         if self._client is None or self._url != url:  # a changed setting (tests) is followed
-            # Short timeouts: the sending thread must not hang on a Redis that is gone.
-            self._client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=1)
+            # Short timeouts: the sending thread must not hang on a Redis that is gone. Never
+            # retried: XADD * gives a new ID each time, so resending a pipeline whose reply was
+            # lost would add its entries twice and the consumer count their events twice (a
+            # lost reply counts them as dropped instead, which they may not be: never more).
+            self._client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=1,
+                                                retry=Retry(NoBackoff(), 0))  # fmt: skip
             self._url = url
         return self._client
 

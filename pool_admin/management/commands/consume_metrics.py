@@ -30,11 +30,15 @@ class Command(OperatorCommand):
             help="This consumer's name in the group (unique per process).",
         )
         parser.add_argument(
-            "--batch", default="500", metavar="1-10000", help="Entries per read and transaction."
+            "--batch",
+            default="100",
+            metavar="1-1000",
+            help="Entries per read and transaction (each up to 500 events and 256 KiB; "
+            "default 100).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        batch = parse_int(options["batch"], "--batch", 1, 10_000)
+        batch = parse_int(options["batch"], "--batch", 1, 1_000)
         stop = threading.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
 from pool_admin.config.models import ProviderAccount, Upstream
-from pool_admin.metrics import exposition
+from pool_admin.metrics import exposition, upkeep
 from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
 from pool_admin.pool import get_pool
 from tests.harness.metrics import drain_metrics
@@ -66,6 +66,7 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     flush_events()
     drain_metrics()
     redis.Redis.from_url(redis_url).incrby(dropped_key(), 3)
+    upkeep.add_lost(redis.Redis.from_url(redis_url), settings.METRICS_STREAM, 2)
 
     response = scrape()
     assert response.status_code == 200
@@ -80,6 +81,8 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     assert got["proxypool_upstream_read_errors"] == [({}, 0.0)]
     assert got["proxypool_usage_stream_entries"] == [({}, 1.0)]  # the five events: one entry
     assert got["proxypool_usage_events_dropped"] == [({}, 3.0)]  # the _total sample
+    assert got["proxypool_usage_stream_entries_lost"] == [({}, 2.0)]
+    assert got["proxypool_usage_stream_lag_entries"] == [({}, 0.0)]
     assert "proxypool_usage_dead_letter_entries" in got
     # The pipeline's counters, from what the consumer applied: the outcome, an extract call
     # that drew two proxies, a fetch and its checks, an expiry.

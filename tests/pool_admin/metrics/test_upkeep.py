@@ -1,0 +1,173 @@
+"""The consumer group's upkeep and the consumer's recoveries on real Redis and PostgreSQL
+(pool_admin/metrics/upkeep.py, consumer.py): applied IDs pruned only when no delivery can come
+again, a committed batch never applied twice, poison entries of a consumer's own pending list
+set aside, idle consumers forgotten, a lost group made again, and entries trimmed unread
+counted once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+from django.db import connection
+
+from pool_admin.config.models import AppliedEntry
+from pool_admin.metrics import upkeep
+from pool_admin.metrics.consumer import Consumer, ConsumerOptions
+from tests.pool_admin.metrics.test_consumer import drain, produce, stored
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
+
+
+@pytest.fixture
+def options(unique_prefix) -> ConsumerOptions:
+    return ConsumerOptions(stream=f"{unique_prefix}:metrics:events", group="aggregates",
+                           dead_letter=f"{unique_prefix}:metrics:dead", batch=10, block_ms=50,
+                           claim_idle_ms=60_000, claim_every_s=0.05,
+                           max_deliveries=3)  # fmt: skip
+
+
+def test_applied_ids_of_pending_entries_are_kept_though_trimmed(redis_client, options):
+    """A consumer that committed and died leaves its batch pending; the stream trims it; the
+    applied IDs must outlive the trimming, or the claim that hands it out again (its content
+    gone, its ID still there) could not tell it was applied."""
+    produce(redis_client, options, 30, seed=1)
+    dying = Consumer(redis_client, "dying", options)
+    dying.ensure_group()
+    assert dying.step() == 0  # its own pending entries first: none
+
+    def die(point: str) -> None:
+        if point == "committed":
+            raise SystemExit
+
+    dying._fault = die
+    with pytest.raises(SystemExit):
+        dying.step()  # ten entries committed, not acknowledged
+    redis_client.xtrim(options.stream, maxlen=5, approximate=False)
+    assert upkeep.prune_applied(redis_client, options.stream, options.group) == 0
+    assert AppliedEntry.objects.count() == 10
+    redis_client.xack(options.stream, options.group,
+                      *[p["message_id"] for p in redis_client.xpending_range(
+                          options.stream, options.group, "-", "+", 100)])  # fmt: skip
+    assert upkeep.prune_applied(redis_client, options.stream, options.group) == 10
+
+
+def test_a_committed_batch_whose_acknowledgement_failed_is_not_applied_again(
+    redis_client, options, monkeypatch
+):
+    totals = produce(redis_client, options, 5, seed=2)
+    consumer = Consumer(redis_client, "c1", options)
+    consumer.ensure_group()
+    real_xack = redis_client.xack
+    failures = iter([redis.ConnectionError("lost")])
+
+    def flaky_xack(*args):
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return real_xack(*args)
+
+    monkeypatch.setattr(redis_client, "xack", flaky_xack)
+    assert consumer.step() == 0  # its own pending entries: none
+    with pytest.raises(redis.ConnectionError):
+        consumer.step()
+    AppliedEntry.objects.all().delete()  # as if pruned meanwhile: the IDs cannot save it
+    assert consumer.step() == 5  # the same batch, acknowledged now, not applied twice
+    assert stored() == totals
+    assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
+
+
+def test_an_entry_a_consumer_keeps_dying_on_is_dead_lettered_under_its_own_name(
+    redis_client, options
+):
+    """A consumer restarted under its old name reads its own pending entries first: one that
+    was delivered more than max_deliveries times goes to the dead-letter stream."""
+    produce(redis_client, options, 1, seed=3)
+    Consumer(redis_client, "c1", options).ensure_group()
+    for _ in range(4):  # four deliveries, each ending in a crash before any commit
+        redis_client.xreadgroup(options.group, "c1", {options.stream: "0" if _ else ">"})
+    consumer = Consumer(redis_client, "c1", options)
+    drain(consumer)
+    dead = redis_client.xrange(options.dead_letter)
+    assert [fields[b"reason"] for _, fields in dead] == [b"delivered 5 times"]
+    assert stored() == {}
+    assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
+
+
+def test_idle_consumers_with_nothing_pending_are_forgotten(redis_client, options, monkeypatch):
+    produce(redis_client, options, 3, seed=4)
+    Consumer(redis_client, "keep", options).ensure_group()
+    for name in ("old-1", "old-2", "busy"):
+        redis_client.xreadgroup(options.group, name, {options.stream: ">"}, count=1)
+    for name in ("old-1", "old-2"):  # they finished their entries
+        redis_client.xack(options.stream, options.group,
+                          *[p["message_id"] for p in redis_client.xpending_range(
+                              options.stream, options.group, "-", "+", 10, name)])  # fmt: skip
+    time.sleep(0.05)
+    monkeypatch.setattr(upkeep, "FORGET_IDLE_MS", 20)
+    gone = upkeep.forget_idle_consumers(redis_client, options.stream, options.group, "keep")
+    names = {c["name"] for c in redis_client.xinfo_consumers(options.stream, options.group)}
+    assert (gone, names) == (2, {b"busy"})  # "keep" never read: it was never a consumer
+
+
+def test_a_group_lost_with_the_streams_redis_is_made_again(redis_client, options):
+    consumer = Consumer(redis_client, "c1", options)
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            consumer.run(stop)
+        finally:
+            connection.close()  # the thread's own: the test database is dropped after
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        first = produce(redis_client, options, 5, seed=5)
+        _wait(lambda: stored() == first)
+        redis_client.delete(options.stream)  # the Redis restarted empty
+        second = produce(redis_client, options, 5, seed=6)
+        _wait(lambda: stored() == first + second, seconds=15)
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def test_entries_trimmed_before_any_consumer_read_them_are_counted_once(redis_client, options):
+    produce(redis_client, options, 10, seed=7)
+    consumer = Consumer(redis_client, "c1", options)
+    consumer.ensure_group()
+    count = upkeep.count_lost
+    assert count(redis_client, options.stream, options.group) == 0
+    redis_client.xtrim(options.stream, maxlen=4, approximate=False)
+    assert count(redis_client, options.stream, options.group) == 6
+    assert count(redis_client, options.stream, options.group) == 0  # told once
+    produce(redis_client, options, 3, seed=8)
+    redis_client.xtrim(options.stream, maxlen=4, approximate=False)
+    assert count(redis_client, options.stream, options.group) == 3  # the gap grew by three
+    drain(consumer)
+    assert consumer.applied == 4
+    produce(redis_client, options, 2, seed=9)
+    assert count(redis_client, options.stream, options.group) == 0  # read on: no gap
+    assert upkeep.lost_total(redis_client, options.stream) == 9
+
+
+def test_pending_entries_trimmed_before_they_were_applied_are_counted(redis_client, options):
+    produce(redis_client, options, 6, seed=10)
+    consumer = Consumer(redis_client, "c1", options)
+    consumer.ensure_group()
+    entries = redis_client.xreadgroup(options.group, "c1", {options.stream: ">"})[0][1]
+    redis_client.xtrim(options.stream, maxlen=2, approximate=False)
+    assert len(entries) == 6
+    drain(consumer)  # its own pending entries: four of them come back without content
+    assert consumer.applied == 2
+    assert upkeep.lost_total(redis_client, options.stream) == 4
+
+
+def _wait(condition, seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.05)
