@@ -29,12 +29,12 @@ def heartbeat_task() -> str:
 @shared_task(name="pool_admin.keep_usage_bounded")
 def keep_usage_bounded_task() -> int:
     """Roll the usage aggregates' old minutes up into hours and delete rows past their
-    retention, one bounded batch per table per run; then closed alerts past theirs."""
+    retention, in bounded batches for at most a minute; then closed alerts past theirs."""
     from django.conf import settings
 
-    from pool_admin.metrics.retention import keep_bounded
+    from pool_admin.metrics.retention import keep_bounded_within
 
-    result = keep_bounded(
+    result = keep_bounded_within(
         timedelta(hours=settings.USAGE_ROLLUP_AFTER_HOURS),
         timedelta(days=settings.USAGE_RETENTION_DAYS),
     )

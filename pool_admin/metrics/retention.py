@@ -2,8 +2,11 @@
 ``USAGE_ROLLUP_AFTER_HOURS``; every row goes after ``USAGE_RETENTION_DAYS``. Totals
 (``UsageTotal``) are never rolled up or pruned: they are counters.
 
-Both run from Celery beat, in bounded batches (``BATCH`` rows of one table per statement; a
-call does at most one batch per table and says whether more remain, the next run goes on).
+Both run from Celery beat, in bounded batches (``BATCH`` rows of one table per statement;
+``keep_bounded`` does at most one batch per table and says whether more remain). A run
+(``keep_bounded_within``) repeats them while more remain, for at most ``RUN_BUDGET_S``: one
+batch per run would move 1,000 rows a minute at most, less than client x upstream x region
+draws can make, and a backlog would never shrink.
 A roll-up is one statement per table: the minute rows it deletes are summed into their hour's
 row in the same statement (``WITH moved AS (DELETE ... RETURNING ...) INSERT ... ON CONFLICT
 DO UPDATE``), so a figure is never in both or in neither. A late event that lands in a rolled
@@ -12,6 +15,7 @@ up minute makes a new minute row that the next run rolls up.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -21,6 +25,8 @@ from pool_admin.metrics.aggregates import TABLES, Table
 
 #: Rows one statement rolls up or deletes at most.
 BATCH = 5_000
+#: Longest a run goes on while more remain (its period is 5 minutes: it ends well before).
+RUN_BUDGET_S = 60.0
 
 
 def minute_of(at: datetime) -> datetime:
@@ -85,3 +91,19 @@ def keep_bounded(
         result.deleted += deleted
         result.more |= rolled >= BATCH or deleted >= BATCH
     return result
+
+
+def keep_bounded_within(
+    roll_up_after: timedelta, retention: timedelta, budget_s: float | None = None
+) -> RetentionResult:
+    """``keep_bounded`` again while more remain, for at most ``budget_s`` (``RUN_BUDGET_S``);
+    what all the rounds did, ``more`` if time ran out first."""
+    budget = RUN_BUDGET_S if budget_s is None else budget_s
+    started = time.monotonic()
+    total = RetentionResult(more=True)
+    while total.more and time.monotonic() - started < budget:
+        result = keep_bounded(roll_up_after, retention)
+        total.rolled_up += result.rolled_up
+        total.deleted += result.deleted
+        total.more = result.more
+    return total

@@ -101,3 +101,18 @@ def test_roll_up_and_prune_go_in_bounded_batches(monkeypatch):
     assert kept == [3, 89]  # rolled up into their hours; those past 90 days deleted
     assert all(r.hourly for r in UpstreamQuality.objects.all())
     assert sum(r.deleted for r in runs) == 3
+
+
+def test_a_run_goes_on_while_more_remain_within_its_budget(monkeypatch):
+    """The task's run repeats the bounded batches until none remain (a backlog shrinks);
+    with no time left it stops after the round it is in and says more remain."""
+    monkeypatch.setattr(retention, "BATCH", 3)
+    for minutes in range(10):
+        at = minute_of(datetime.now(UTC) - timedelta(days=3, minutes=minutes))
+        UpstreamQuality.objects.create(upstream="acme-us", period_start=at, ok=1)
+    stopped = retention.keep_bounded_within(ROLL_UP, KEEP, budget_s=0)
+    assert (stopped.rolled_up, stopped.more) == (0, True)
+    done = retention.keep_bounded_within(ROLL_UP, KEEP)
+    assert (done.rolled_up, done.more) == (10, False)
+    assert sum(r.ok for r in UpstreamQuality.objects.filter(hourly=True)) == 10
+    assert not UpstreamQuality.objects.filter(hourly=False).exists()
