@@ -89,6 +89,10 @@ def _pool_families() -> Iterator[Metric]:
                             value=errors)  # fmt: skip
 
 
+STREAM_UP = "proxypool_usage_stream_up"
+STREAM_UP_HELP = "1 when the usage stream's Redis answered this scrape, else 0."
+
+
 def _stream_families() -> Iterator[Metric]:
     client = redis.Redis.from_url(settings.METRICS_REDIS_URL, socket_timeout=2,
                                   socket_connect_timeout=1)  # fmt: skip
@@ -99,9 +103,13 @@ def _stream_families() -> Iterator[Metric]:
         dropped = int(client.get(dropped_key()) or 0)
         lost = upkeep.lost_total(client, settings.METRICS_STREAM)
     except redis.RedisError:
-        return  # the stream's Redis is not answering: its families are absent this time
+        # The stream's Redis is not answering: its families are absent this time, and "up"
+        # says so (an alert on 0 is simpler than one on a family gone missing).
+        yield GaugeMetricFamily(STREAM_UP, STREAM_UP_HELP, value=0)
+        return
     finally:
         client.close()
+    yield GaugeMetricFamily(STREAM_UP, STREAM_UP_HELP, value=1)
     group = next((g for g in groups if g["name"].decode() == settings.METRICS_GROUP), None)
     yield GaugeMetricFamily("proxypool_usage_stream_entries",
                             "Entries the usage stream holds (bounded by MAXLEN ~).",

@@ -82,6 +82,7 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     assert got["proxypool_usage_stream_entries"] == [({}, 1.0)]  # the five events: one entry
     assert got["proxypool_usage_events_dropped"] == [({}, 3.0)]  # the _total sample
     assert got["proxypool_usage_stream_entries_lost"] == [({}, 2.0)]
+    assert got["proxypool_usage_stream_up"] == [({}, 1.0)]
     assert got["proxypool_usage_stream_lag_entries"] == [({}, 0.0)]
     assert "proxypool_usage_dead_letter_entries" in got
     # The pipeline's counters, from what the consumer applied: the outcome, an extract call
@@ -129,3 +130,15 @@ def test_the_allowed_networks_are_a_setting(settings):
     settings.METRICS_ALLOWED_NETWORKS = ["10.0.0.0/8"]
     assert scrape("10.1.2.3").status_code == 200
     assert scrape("127.0.0.1").status_code == 403
+
+
+def test_the_streams_redis_not_answering_is_a_gauge_not_an_error(settings):
+    """The pool's families and the counters (PostgreSQL) are still there; the stream's are
+    absent and ``proxypool_usage_stream_up`` is 0."""
+    settings.METRICS_REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    response = scrape()
+    assert response.status_code == 200
+    got = families(response.content)
+    assert got["proxypool_usage_stream_up"] == [({}, 0.0)]
+    assert "proxypool_usage_stream_entries" not in got
+    assert "proxypool_upstream_read_errors" in got
