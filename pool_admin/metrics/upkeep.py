@@ -10,10 +10,12 @@ Run by every consumer every ``ConsumerOptions.claim_every_s`` (consumer.py), eac
 * ``forget_idle_consumers``: consumers with nothing pending and idle for ``FORGET_IDLE_MS``
   (a process restarted under a new name, as ``consume_metrics`` names itself by host and PID)
   leave the group, at most ``MAX_FORGET`` a call; otherwise every restart would stay forever.
-* ``count_lost``: entries the stream trimmed before the group read them (PostgreSQL down for
-  longer than ``METRICS_STREAM_MAXLEN`` entries take to arrive), counted once into a hash in
-  the stream's Redis that GET /metrics reads (``proxypool_usage_stream_entries_lost_total``).
-  Pending entries trimmed before they were applied are added by the consumer (``add_lost``).
+
+Entries lost to the stream's trimming (PostgreSQL down for longer than
+``METRICS_STREAM_MAXLEN`` entries take to arrive) are counted into a hash in the stream's Redis
+that GET /metrics reads (``proxypool_usage_stream_entries_lost_total``): those trimmed before
+the group read them by reading.py, pending ones trimmed before they were applied by the
+consumer (``add_lost``).
 """
 
 from __future__ import annotations
@@ -81,53 +83,6 @@ def forget_idle_consumers(client: redis.Redis, stream: str, group: str, keep: st
             client.xgroup_delconsumer(stream, group, name)
             gone += 1
     return gone
-
-
-def count_lost(client: redis.Redis, stream: str, group: str) -> int:
-    """Count the entries trimmed before the group read them, once; the ones counted now.
-
-    With the group behind the stream's first entry (its last delivered ID below it), every
-    entry it has not read that is no longer in the stream was trimmed unread: the stream's
-    ``entries-added`` less its length less the group's ``entries-read``. While the group stays
-    there the number only grows; the hash keeps how many of that gap (named by
-    ``entries-read``) are counted, so each consumer that looks adds only what is new.
-    """
-    info: Any = client.xinfo_stream(stream)
-    group_info = next((g for g in client.xinfo_groups(stream) if _text(g["name"]) == group), None)
-    if group_info is None:
-        return 0
-    first = info.get("first-entry")
-    delivered = stream_id(group_info["last-delivered-id"])
-    if first is not None and delivered >= stream_id(first[0]):
-        return 0
-    read = group_info.get("entries-read")
-    if read is None:  # Redis tells none for a group that has read nothing yet
-        if delivered != (0, 0):
-            return 0  # or when it cannot tell (entries deleted): then this cannot be told
-        read = 0
-    read = int(read)
-    lost = int(info["entries-added"]) - int(info["length"]) - read
-    if lost <= 0:
-        return 0
-    key = lost_key(stream)
-    with client.pipeline() as pipe:
-        try:
-            pipe.watch(key)  # type: ignore[no-untyped-call]  # untyped in redis-py
-            gap, counted = pipe.hmget(key, "r", "counted")
-            already = int(counted or 0) if gap is not None and int(gap) == read else 0
-            if lost <= already:
-                return 0
-            pipe.multi()
-            pipe.hset(key, mapping={"r": read, "counted": lost})
-            pipe.hincrby(key, "total", lost - already)
-            pipe.execute()
-        except redis.WatchError:
-            return 0  # another consumer counted it meanwhile; the next look adds what is new
-    logger.error("metrics stream %s: %d entries were trimmed before any consumer read them "
-                 "(the stream holds METRICS_STREAM_MAXLEN entries; the consumers were behind "
-                 "by more): their events are not in the aggregates", stream,
-                 lost - already)  # fmt: skip
-    return lost - already
 
 
 def add_lost(client: redis.Redis, stream: str, n: int) -> None:

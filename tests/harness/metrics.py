@@ -3,8 +3,14 @@ queued and applies it (an in-process consumer, the same code as ``manage.py cons
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import redis
 from django.conf import settings
+from django.db import connection
 
 from pool_admin.metrics.consumer import Consumer, options_from_settings
 from pool_admin.metrics.events import encode_event, entry_of
@@ -39,3 +45,31 @@ def drain_metrics() -> int:
                 return applied
     finally:
         client.close()
+
+
+@contextmanager
+def consumer_running(consumer: Consumer) -> Iterator[None]:
+    """``consumer.run`` in a thread of its own for the block, stopped (and its database
+    connection closed: the test database is dropped after) at its end."""
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            consumer.run(stop)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(30)
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = 10) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.05)

@@ -59,8 +59,13 @@ def test_postgres_stopped_under_the_consumer_loses_nothing(
             time.sleep(0.1)
         cluster.stop()
         produce(250)  # while PostgreSQL is down
-        time.sleep(2)  # the consumer meets the failure and backs off
+        time.sleep(8)  # the consumer meets the failure and backs off: 0.5, 1, 2, 4 s
         assert consumer.poll() is None, (tmp_path / "consumer.log").read_text()[-2000:]
+        # Several retries, and no entry read again meanwhile: each read is a delivery, and a
+        # long outage must not bring good entries to the dead-letter limit.
+        pending = client.xpending_range(events, "aggregates", "-", "+", 1_000)
+        assert pending and {int(p["times_delivered"]) for p in pending} == {1}
+        assert (tmp_path / "consumer.log").read_text().count("retrying in") >= 3
         cluster.start()
         deadline = time.monotonic() + 60  # the backoff is at most 30 s
         while (done := total(database_url)) < 350:
