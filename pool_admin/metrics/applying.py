@@ -28,7 +28,7 @@ from django.db import DataError, IntegrityError, connection, transaction
 
 from pool_admin.config.models import AppliedEntry
 from pool_admin.metrics.events import DecodedEntry, Event, Refused, encoded
-from pool_admin.metrics.upkeep import stream_id
+from pool_admin.metrics.group import stream_id
 
 logger = logging.getLogger(__name__)
 

@@ -1,38 +1,41 @@
 """The usage stream's group consumer: batches into PostgreSQL aggregates, exactly once.
 
-The loop (``../shared/research/operations.md`` §8):
+The loop (``../shared/research/operations.md`` §8; the Redis side of each step: group.py):
 
-1. On start, and after any failure, this consumer's own pending entries first (``XREADGROUP``
-   with ID ``0``) until none are left; then new ones (reading.py: ``>``, blocking at most
-   ``block_ms``, after counting what the stream trimmed unread).
+1. On start, and after any failure, this consumer's own pending entries first, until none
+   are left (the first pass after the process starts counts a delivery, later ones do not:
+   lua/read_own.lua); then new ones (blocking at most ``block_ms``, after counting what the
+   stream trimmed before the group read it: lua/read_new.lua).
 2. A batch's readable entries (each a batch of events, events.py) are applied in ONE
    transaction (applying.py): their IDs recorded under a unique constraint, the events of the
    entries not applied before and still this consumer's added, their refusals told. Commit.
 3. Then the unreadable entries are dead-lettered and the batch acknowledged (``XACK``). A
    consumer killed between commit and acknowledgement leaves its entries pending; they are
    delivered again (to it, or to another by ``XAUTOCLAIM``) and the unique constraint makes
-   them add nothing. Killed before the commit: nothing was written.
+   them add nothing. Killed before the commit: nothing was written. Entries the stream trimmed
+   while they were pending are retired to the unsettled set.
 4. Unreadable entries, entries delivered more than ``max_deliveries`` times (checked on every
-   read of pending entries: this consumer's own, as after a restart under its old name, and
-   claimed ones), and the single events of an applied entry that do not check or that
-   PostgreSQL refuses whenever it is asked go to the dead-letter stream with their reason
-   (and their entry's ID, and the event's index), then are acknowledged: they stop nothing.
+   read of pending entries: this consumer's own and claimed ones), and the single events of an
+   applied entry that do not check or that PostgreSQL refuses whenever it is asked go to the
+   dead-letter stream with their reason (and their entry's ID, and the event's index), then
+   are acknowledged: they stop nothing.
 5. Every ``claim_every_s``, entries pending longer than ``claim_idle_ms`` with any consumer (a
-   dead one) are claimed with ``XAUTOCLAIM`` and handled as in 2-4; then upkeep.py's bounded
-   chores (applied IDs pruned, idle consumers forgotten).
+   dead one) are claimed and handled as in 2-4; then the bounded chores: unsettled entries
+   settled (lost, unless applied before they were trimmed), applied IDs pruned (upkeep.py),
+   idle consumers forgotten.
 
 A failure of either store: the consumer keeps nothing of the batch in memory; it waits
-(backoff, at most ``MAX_BACKOFF_S``) until both answer again and only then reads its own
-pending entries again (each such read is a delivery: reading while PostgreSQL is down would
-bring good entries to the dead-letter limit). An entry that left the pending list can never
-be applied again by this consumer, and the applied IDs of pending entries are never pruned:
-together, exactly once. What the stream trims before it is applied is counted
-(``proxypool_usage_stream_entries_lost_total``). The group gone (the stream's Redis lost its
-data) is made again.
+(backoff, at most ``MAX_BACKOFF_S``) until both answer again and then reads its own pending
+entries again. An entry that left the pending list is never applied again by this consumer
+(the ownership check in applying.py), and the applied IDs of pending and unsettled entries are
+never pruned: together, exactly once. What the stream trims before it is applied is counted
+once (``proxypool_usage_stream_entries_lost_total``). The group gone (the stream's Redis lost
+its data) is made again.
 
 Bounds: a batch is at most ``batch`` entries (each at most ``events.MAX_ENTRY_BYTES`` and
 ``events.MAX_ENTRY_EVENTS``: 100 entries, at most 50,000 events, 25 MiB), a claim at most
-10 reads of ``batch`` per call, a prune at most ``upkeep.PRUNE_BATCH`` rows.
+10 reads of ``batch`` per call, a prune at most ``upkeep.PRUNE_BATCH`` rows, a settle at most
+``group.SETTLE_BATCH`` entries.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from pool_admin.metrics import upkeep
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.applying import Decoded, applied_ids, apply_batch
 from pool_admin.metrics.events import Event, MalformedEvent, Refused, decode_entry
-from pool_admin.metrics.reading import read_new
+from pool_admin.metrics.group import Entry, StreamGroup
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +77,6 @@ class ConsumerOptions:
     dead_letter_maxlen: int = 100_000
 
 
-Entry = tuple[bytes, dict[bytes, bytes] | None]
-_id = upkeep.stream_id
-
-
 class Consumer:
     def __init__(
         self,
@@ -89,9 +88,14 @@ class Consumer:
         fault: Callable[[str], None] | None = None,
     ) -> None:
         self.client, self.name, self.options = client, name, options
+        self.group = StreamGroup(client, options.stream, options.group, name)
         self._apply_events = apply
         self._fault = fault or (lambda point: None)
         self._own_pending = True
+        #: The first pass over its own pending entries since the process started: it counts
+        #: a delivery (a process that dies on an entry every time reaches the dead-letter
+        #: limit); later passes, after a failure, do not (read_own.lua).
+        self._first_pass = True
         self._group_ready = False
         #: A store failed: both must answer before anything is read again.
         self._suspect = False
@@ -102,14 +106,7 @@ class Consumer:
 
     # ------------------------------------------------------------------ setup
     def ensure_group(self) -> None:
-        """The group, reading the stream from its start (events produced before it existed
-        are counted too; its read counter starts exact, reading.py relies on it)."""
-        try:
-            self.client.xgroup_create(self.options.stream, self.options.group, id="0",
-                                      mkstream=True, entries_read=0)  # fmt: skip
-        except redis.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        self.group.ensure()
         self._group_ready = True
 
     # ------------------------------------------------------------------ the loop
@@ -122,7 +119,10 @@ class Consumer:
                     self._probe()
                 if not self._group_ready:
                     self.ensure_group()
-                if time.monotonic() - self._claimed_at >= self.options.claim_every_s:
+                # Its own pending entries first: a claim would take them too once idle long
+                # enough (one more delivery each), while reading them again touches them.
+                due = time.monotonic() - self._claimed_at >= self.options.claim_every_s
+                if due and not self._own_pending:
                     self.reclaim()
                     self.upkeep()
                 self.step()
@@ -155,14 +155,12 @@ class Consumer:
         checked), else new ones; the entries applied for the first time."""
         o = self.options
         if not self._own_pending:
-            return self.handle(read_new(self.client, o.stream, o.group, self.name, o.batch,
-                                        o.block_ms))  # fmt: skip
-        reply: Any = self.client.xreadgroup(o.group, self.name, {o.stream: "0"}, count=o.batch)
-        entries = reply[0][1] if reply else []
+            return self.handle(self.group.read_new(o.batch, o.block_ms))
+        entries, deliveries = self.group.read_own(o.batch, count_delivery=self._first_pass)
         if not entries:
-            self._own_pending = False
+            self._own_pending = self._first_pass = False
             return 0
-        return self.handle(self._drop_overdelivered(entries))
+        return self.handle(self._drop_overdelivered(entries, deliveries))
 
     def handle(self, entries: Sequence[Entry]) -> int:
         """Apply, dead-letter and acknowledge one batch; the entries applied for the first time."""
@@ -182,44 +180,20 @@ class Consumer:
                 unreadable[raw_id] = exc.reason
         self._fault("read")
         ids = [raw_id for raw_id, _ in entries]
-        result = apply_batch(o.stream, good, owned=lambda: self._owned(ids),
+        result = apply_batch(o.stream, good, owned=lambda: self.group.owned(ids),
                              apply_events=self._apply_events, tell=self._tell)  # fmt: skip
         self._fault("committed")
         for raw_id, fields in entries:
             if raw_id in unreadable and fields:
                 self._dead_letter(raw_id, fields, unreadable[raw_id])
-        ours = [raw_id for raw_id in ids if raw_id not in result.not_owned]
-        if ours:
-            self.client.xack(o.stream, o.group, *ours)
+        self.group.ack([raw_id for raw_id in ids if raw_id not in result.not_owned
+                        and raw_id not in gone])  # fmt: skip
+        # Trimmed while pending: whether applied before is looked up by settle (upkeep).
+        self.group.retire(gone)
         self.applied += len(result.fresh)
         self.events += result.events
         self.duplicates += result.duplicates
-        if gone:
-            self._count_lost(gone)
         return len(result.fresh)
-
-    def _owned(self, ids: list[bytes]) -> set[bytes]:
-        """Which of these entries are pending to this consumer now (applying.py asks inside
-        its transaction)."""
-        o = self.options
-        # Another of its pending entries inside the range may take a place of the reply: an
-        # entry then missing counts as not its own, which only leaves it pending for later.
-        low, high = min(ids, key=_id), max(ids, key=_id)
-        pending = self.client.xpending_range(o.stream, o.group, min=low, max=high,
-                                             count=len(ids) * 2,
-                                             consumername=self.name)  # fmt: skip
-        wanted = set(ids)
-        return {p["message_id"] for p in pending if p["message_id"] in wanted}
-
-    def _count_lost(self, gone: list[bytes]) -> None:
-        """Pending entries the stream trimmed: lost unless applied before (a commit whose
-        acknowledgement failed); their applied IDs are kept while they are pending."""
-        lost = len(gone) - len(applied_ids(self.options.stream, gone))
-        if lost:
-            upkeep.add_lost(self.client, self.options.stream, lost)
-            logger.error("metrics consumer %s: %d pending entries were trimmed from the stream "
-                         "before they were applied: their events are not in the aggregates",
-                         self.name, lost)  # fmt: skip
 
     def _tell(self, raw_id: bytes, refused: Refused) -> None:
         self._dead_letter(raw_id, {b"event": refused.raw}, refused.reason, index=refused.index)
@@ -246,50 +220,41 @@ class Consumer:
         o = self.options
         self._claimed_at = time.monotonic()
         claimed = 0
-        cursor = "0-0"
+        cursor: bytes | str = "0-0"
         for _ in range(10):  # at most 10 batches per call: the loop must keep reading too
-            reply = self.client.xautoclaim(o.stream, o.group, self.name, o.claim_idle_ms,
-                                           start_id=cursor, count=o.batch)  # fmt: skip
-            cursor, entries = reply[0], reply[1]
-            if len(reply) > 2 and reply[2]:  # pending entries trimmed: XAUTOCLAIM dropped them
-                self._count_lost(list(reply[2]))
+            cursor, entries = self.group.claim(o.claim_idle_ms, cursor, o.batch)
             if entries:
                 claimed += len(entries)
-                self.handle(self._drop_overdelivered(entries))
+                ids = [raw_id for raw_id, _ in entries]
+                self.handle(self._drop_overdelivered(entries, self.group.deliveries(ids)))
             if cursor in (b"0-0", "0-0"):
                 break
         return claimed
 
-    def _drop_overdelivered(self, entries: list[Entry]) -> list[Entry]:
+    def _drop_overdelivered(
+        self, entries: list[Entry], deliveries: dict[bytes, int]
+    ) -> list[Entry]:
         """Dead-letter (and acknowledge) the entries delivered more than ``max_deliveries``
         times (a poison entry must not be retried forever); the others, to handle."""
         o = self.options
-        ids = [raw_id for raw_id, _ in entries]
-        pending = self.client.xpending_range(
-            o.stream, o.group, min=ids[0], max=ids[-1], count=len(ids) * 2, consumername=self.name
-        )
-        deliveries = {p["message_id"]: int(p["times_delivered"]) for p in pending}
-        over = [raw_id for raw_id, fields in entries
-                if fields and deliveries.get(raw_id, 0) > o.max_deliveries]  # fmt: skip
+        over = {raw_id for raw_id, fields in entries
+                if fields and deliveries.get(raw_id, 0) > o.max_deliveries}  # fmt: skip
         if not over:
             return entries
-        applied = applied_ids(o.stream, over)  # applied already: acknowledged, not told
-        keep: list[Entry] = []
+        applied = applied_ids(o.stream, list(over))  # applied already: acknowledged, not told
         for raw_id, fields in entries:
-            if raw_id not in over:
-                keep.append((raw_id, fields))
-                continue
-            if raw_id not in applied and fields:
+            if raw_id in over and raw_id not in applied and fields:
                 self._dead_letter(raw_id, fields, f"delivered {deliveries[raw_id]} times")
-            self.client.xack(o.stream, o.group, raw_id)
-        return keep
+        self.group.ack(over)
+        return [entry for entry in entries if entry[0] not in over]
 
     # ------------------------------------------------------------------ upkeep
     def upkeep(self) -> None:
-        """upkeep.py's bounded chores, one round."""
-        o = self.options
-        upkeep.prune_applied(self.client, o.stream, o.group)
-        upkeep.forget_idle_consumers(self.client, o.stream, o.group, keep=self.name)
+        """The bounded chores, one round: trimmed entries settled (lost, or applied before),
+        applied IDs pruned, idle consumers forgotten."""
+        self.group.settle(lambda ids: applied_ids(self.options.stream, ids))
+        upkeep.prune_applied(self.group)
+        self.group.forget_idle()
 
 
 def options_from_settings(**overrides: Any) -> ConsumerOptions:

@@ -49,7 +49,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from activity.errors import ActivityError
 from pool_admin.config.models import Upstream, UsageTotal
-from pool_admin.metrics import upkeep
+from pool_admin.metrics.group import lost_total
 from pool_admin.metrics.stream import dropped_key
 from pool_admin.pool import get_pool
 
@@ -101,7 +101,7 @@ def _stream_families() -> Iterator[Metric]:
         groups: Any = client.xinfo_groups(settings.METRICS_STREAM) if entries else []
         dead: Any = client.xlen(settings.METRICS_DEAD_LETTER)
         dropped = int(client.get(dropped_key()) or 0)
-        lost = upkeep.lost_total(client, settings.METRICS_STREAM)
+        lost = lost_total(client, settings.METRICS_STREAM)
     except redis.RedisError:
         # The stream's Redis is not answering: its families are absent this time, and "up"
         # says so (an alert on 0 is simpler than one on a family gone missing).

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
 from pool_admin.config.models import ProviderAccount, Upstream
-from pool_admin.metrics import exposition, upkeep
+from pool_admin.metrics import exposition
 from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
 from pool_admin.pool import get_pool
 from tests.harness.metrics import drain_metrics
@@ -66,7 +66,7 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     flush_events()
     drain_metrics()
     redis.Redis.from_url(redis_url).incrby(dropped_key(), 3)
-    upkeep.add_lost(redis.Redis.from_url(redis_url), settings.METRICS_STREAM, 2)
+    redis.Redis.from_url(redis_url).hincrby(f"{settings.METRICS_STREAM}:lost", "total", 2)
 
     response = scrape()
     assert response.status_code == 200

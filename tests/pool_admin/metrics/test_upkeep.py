@@ -14,6 +14,7 @@ import redis
 from pool_admin.config.models import AppliedEntry
 from pool_admin.metrics import upkeep
 from pool_admin.metrics.consumer import Consumer, ConsumerOptions
+from pool_admin.metrics.group import StreamGroup, lost_total
 from tests.harness.metrics import consumer_running, wait_until
 from tests.pool_admin.metrics.test_consumer import drain, produce, stored
 
@@ -45,12 +46,12 @@ def test_applied_ids_of_pending_entries_are_kept_though_trimmed(redis_client, op
     with pytest.raises(SystemExit):
         dying.step()  # ten entries committed, not acknowledged
     redis_client.xtrim(options.stream, maxlen=5, approximate=False)
-    assert upkeep.prune_applied(redis_client, options.stream, options.group) == 0
+    assert upkeep.prune_applied(_group(redis_client, options)) == 0
     assert AppliedEntry.objects.count() == 10
     redis_client.xack(options.stream, options.group,
                       *[p["message_id"] for p in redis_client.xpending_range(
                           options.stream, options.group, "-", "+", 100)])  # fmt: skip
-    assert upkeep.prune_applied(redis_client, options.stream, options.group) == 10
+    assert upkeep.prune_applied(_group(redis_client, options)) == 10
 
 
 def test_a_committed_batch_whose_acknowledgement_failed_is_not_applied_again(
@@ -77,11 +78,12 @@ def test_a_committed_batch_whose_acknowledgement_failed_is_not_applied_again(
         consumer.step()
     assert stored() == totals
     redis_client.xtrim(options.stream, maxlen=0, approximate=False)
-    assert upkeep.prune_applied(redis_client, options.stream, options.group) == 0
+    assert upkeep.prune_applied(_group(redis_client, options)) == 0
     consumer._own_pending = True  # as run() has it after a failure
     assert consumer.step() == 0
+    consumer.upkeep()  # settles them: applied before they were trimmed
     assert stored() == totals
-    assert upkeep.lost_total(redis_client, options.stream) == 0
+    assert lost_total(redis_client, options.stream) == 0
     assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
 
 
@@ -102,7 +104,7 @@ def test_an_entry_a_consumer_keeps_dying_on_is_dead_lettered_under_its_own_name(
     assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
 
 
-def test_idle_consumers_with_nothing_pending_are_forgotten(redis_client, options, monkeypatch):
+def test_idle_consumers_with_nothing_pending_are_forgotten(redis_client, options):
     produce(redis_client, options, 3, seed=4)
     Consumer(redis_client, "keep", options).ensure_group()
     for name in ("old-1", "old-2", "busy"):
@@ -112,8 +114,7 @@ def test_idle_consumers_with_nothing_pending_are_forgotten(redis_client, options
                           *[p["message_id"] for p in redis_client.xpending_range(
                               options.stream, options.group, "-", "+", 10, name)])  # fmt: skip
     time.sleep(0.05)
-    monkeypatch.setattr(upkeep, "FORGET_IDLE_MS", 20)
-    gone = upkeep.forget_idle_consumers(redis_client, options.stream, options.group, "keep")
+    gone = StreamGroup(redis_client, options.stream, options.group, "keep").forget_idle(20)
     names = {c["name"] for c in redis_client.xinfo_consumers(options.stream, options.group)}
     assert (gone, names) == (2, {b"busy"})  # "keep" never read: it was never a consumer
 
@@ -135,17 +136,17 @@ def test_entries_trimmed_before_any_consumer_read_them_are_counted_once(redis_cl
     produce(redis_client, options, 10, seed=7)
     consumer = Consumer(redis_client, "c1", options)
     drain(consumer)
-    assert upkeep.lost_total(redis_client, options.stream) == 0
+    assert lost_total(redis_client, options.stream) == 0
     for gap, (produced, kept) in enumerate([(10, 4), (12, 3)], start=1):
         produce(redis_client, options, produced, seed=20 + gap)
         redis_client.xtrim(options.stream, maxlen=kept, approximate=False)
         drain(consumer)
         assert consumer.applied == 10 + (4 if gap == 1 else 7)
-    assert upkeep.lost_total(redis_client, options.stream) == 6 + 9
+    assert lost_total(redis_client, options.stream) == 6 + 9
     group = redis_client.xinfo_groups(options.stream)[0]
     assert (group["lag"], group["entries-read"]) == (0, 10 + 10 + 12)
     drain(consumer)
-    assert upkeep.lost_total(redis_client, options.stream) == 15  # told once
+    assert lost_total(redis_client, options.stream) == 15  # told once
 
 
 def test_pending_entries_trimmed_before_they_were_applied_are_counted(redis_client, options):
@@ -157,4 +158,49 @@ def test_pending_entries_trimmed_before_they_were_applied_are_counted(redis_clie
     assert len(entries) == 6
     drain(consumer)  # its own pending entries: four of them come back without content
     assert consumer.applied == 2
-    assert upkeep.lost_total(redis_client, options.stream) == 4
+    assert lost_total(redis_client, options.stream) == 0  # not settled yet
+    consumer.upkeep()
+    assert lost_total(redis_client, options.stream) == 4
+    consumer.upkeep()
+    assert lost_total(redis_client, options.stream) == 4  # once
+    assert redis_client.xinfo_groups(options.stream)[0]["pending"] == 0
+
+
+def test_a_trimmed_entry_two_consumers_meet_is_counted_once(redis_client, options):
+    """One consumer reads its own pending entries (the trimmed ones come back empty) while
+    another's claim drops the same entries from the pending list: each is settled once."""
+    produce(redis_client, options, 4, seed=11)
+    a, b = Consumer(redis_client, "a", options), Consumer(redis_client, "b", options)
+    a.ensure_group()
+    redis_client.xreadgroup(options.group, "a", {options.stream: ">"})
+    redis_client.xtrim(options.stream, maxlen=1, approximate=False)
+    entries, _ = a.group.read_own(10, count_delivery=False)
+    assert [fields is None for _, fields in entries] == [True, True, True, False]
+    assert b.group.claim(0, "0-0", 10)[1] != []  # drops the three, claims the live one
+    a.handle(entries)  # retires what is still pending to it: nothing of the three
+    b.upkeep()
+    a.upkeep()
+    assert lost_total(redis_client, options.stream) == 3
+
+
+def test_a_gap_trimmed_while_the_consumer_waits_is_counted(redis_client, options, monkeypatch):
+    """Between the read that finds nothing and the wait for more, the stream may trim past
+    what the group read: the wait only wakes the consumer, and the read after it counts."""
+    consumer = Consumer(redis_client, "c1", options)
+    drain(consumer)
+    real_xread = redis_client.xread
+
+    def pause_then_wait(*args, **kwargs):
+        produce(redis_client, options, 10, seed=12)  # arrive, and are trimmed, meanwhile
+        redis_client.xtrim(options.stream, maxlen=4, approximate=False)
+        return real_xread(*args, **kwargs)
+
+    monkeypatch.setattr(redis_client, "xread", pause_then_wait)
+    assert len(consumer.group.read_new(10, block_ms=100)) == 4
+    assert lost_total(redis_client, options.stream) == 6
+    group = redis_client.xinfo_groups(options.stream)[0]
+    assert (group["lag"], group["entries-read"]) == (0, 10)
+
+
+def _group(client, options) -> StreamGroup:
+    return StreamGroup(client, options.stream, options.group, "upkeep")

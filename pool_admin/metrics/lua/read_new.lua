@@ -1,9 +1,10 @@
 -- read_new.lua: the usage stream's consumer reads new entries, after telling what the stream
--- trimmed before the group read it (pool_admin/metrics/reading.py).
+-- trimmed before the group read it (pool_admin/metrics/group.py).
 -- KEYS[1] the stream   KEYS[2] its lost-entries hash
 -- ARGV[1] group   ARGV[2] consumer   ARGV[3] most entries to read
--- Returns: {lost, entries}: lost is the entries trimmed unread counted now (-1: some were,
---          Redis cannot tell how many); entries as XREADGROUP gives them (no BLOCK here).
+-- Returns: {lost, entries, last}: lost is the entries trimmed unread counted now (-1: some
+--          were, Redis cannot tell how many); entries as XREADGROUP gives them (no BLOCK
+--          here); last the stream's last ID (the caller waits for entries after it).
 -- Errors: NOGROUP (no stream or no such group: the caller makes it again)
 --
 -- Why a script: with the group's last delivered ID below the stream's first entry, every entry
@@ -72,4 +73,4 @@ if first and id_below(mine['last-delivered-id'], first[1]) then
 end
 local reply = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count,
                          'STREAMS', stream, '>')
-return {lost, reply and reply[1] and reply[1][2] or {}}
+return {lost, reply and reply[1] and reply[1][2] or {}, info['last-generated-id']}
