@@ -153,3 +153,15 @@ def applied_ids(stream: str, raw_ids: Sequence[bytes]) -> set[bytes]:
             [stream, [ms for ms, _ in ids], [seq for _, seq in ids]],
         )
         return {ids[(int(ms), int(seq))] for ms, seq in cursor.fetchall()}
+
+
+def applied_ids_settled(stream: str, raw_ids: Sequence[bytes]) -> set[bytes]:
+    """Which of these entries were applied, waiting for a transaction applying one of them
+    now: an INSERT of their IDs, rolled back, blocks on another's uncommitted row (a SELECT
+    would not see it, and would call an entry lost that is being applied)."""
+    if not raw_ids:
+        return set()
+    with transaction.atomic():
+        free = {raw_id for raw_id, _ in _record(stream, [(r, DecodedEntry()) for r in raw_ids])}
+        transaction.set_rollback(True)
+    return set(raw_ids) - free

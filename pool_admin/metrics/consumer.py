@@ -52,7 +52,7 @@ from django.db import DatabaseError, connection
 
 from pool_admin.metrics import upkeep
 from pool_admin.metrics.aggregates import apply_events
-from pool_admin.metrics.applying import Decoded, applied_ids, apply_batch
+from pool_admin.metrics.applying import Decoded, applied_ids, applied_ids_settled, apply_batch
 from pool_admin.metrics.events import Event, MalformedEvent, Refused, decode_entry
 from pool_admin.metrics.group import Entry, StreamGroup
 
@@ -92,10 +92,16 @@ class Consumer:
         self._apply_events = apply
         self._fault = fault or (lambda point: None)
         self._own_pending = True
-        #: The first pass over its own pending entries since the process started: it counts
-        #: a delivery (a process that dies on an entry every time reaches the dead-letter
-        #: limit); later passes, after a failure, do not (read_own.lua).
-        self._first_pass = True
+        #: When a read of its own pending entries last counted a delivery (None: not since
+        #: the process started), and since when its steps have failed (None: the last one
+        #: did not). The first read counts one, so a process that dies on an entry every time
+        #: gets it dead-lettered; reads again after failures count one only once they have
+        #: gone on for ``claim_idle_ms``, and then once per ``claim_idle_ms``: a batch that
+        #: fails every time reaches the limit (instead of holding the consumer for good), a
+        #: short outage costs nothing (read_own.lua).
+        self._counted_at: float | None = None
+        self._failing_since: float | None = None
+        self._one_by_one = False
         self._group_ready = False
         #: A store failed: both must answer before anything is read again.
         self._suspect = False
@@ -126,8 +132,10 @@ class Consumer:
                     self.reclaim()
                     self.upkeep()
                 self.step()
-                backoff = 0.5
+                backoff, self._failing_since = 0.5, None
             except (DatabaseError, redis.RedisError) as exc:
+                if self._failing_since is None:
+                    self._failing_since = time.monotonic()
                 if isinstance(exc, redis.ResponseError) and "NOGROUP" in str(exc):
                     # The stream's Redis lost the group (a restart without persistence): what
                     # it held is gone, and what comes next must still be read.
@@ -156,10 +164,26 @@ class Consumer:
         o = self.options
         if not self._own_pending:
             return self.handle(self.group.read_new(o.batch, o.block_ms))
-        entries, deliveries = self.group.read_own(o.batch, count_delivery=self._first_pass)
+        now, idle_s = time.monotonic(), o.claim_idle_ms / 1000
+        failing_long = self._failing_since is not None and now - self._failing_since >= idle_s
+        # Failing that long, one entry at a time until its pending entries are done: the good
+        # ones go on, and only the entry that fails every time reaches the dead-letter limit.
+        self._one_by_one |= failing_long
+        count = self._counted_at is None or (failing_long and now - self._counted_at >= idle_s)
+        entries, deliveries = self.group.read_own(1 if self._one_by_one else o.batch,
+                                                  count_delivery=count)  # fmt: skip
         if not entries:
-            self._own_pending = self._first_pass = False
+            self._own_pending = self._one_by_one = False
+            if self._counted_at is None:
+                self._counted_at = now
             return 0
+        if count:
+            if self._counted_at is not None:
+                logger.error("metrics consumer %s: its pending entries have failed for %.1f "
+                             "s: one at a time now, one more delivery counted (after %d "
+                             "they are dead-lettered)", self.name, now - (self._failing_since
+                             or now), o.max_deliveries)  # fmt: skip
+            self._counted_at = now
         return self.handle(self._drop_overdelivered(entries, deliveries))
 
     def handle(self, entries: Sequence[Entry]) -> int:
@@ -252,7 +276,7 @@ class Consumer:
     def upkeep(self) -> None:
         """The bounded chores, one round: trimmed entries settled (lost, or applied before),
         applied IDs pruned, idle consumers forgotten."""
-        self.group.settle(lambda ids: applied_ids(self.options.stream, ids))
+        self.group.settle(lambda ids: applied_ids_settled(self.options.stream, ids))
         upkeep.prune_applied(self.group)
         self.group.forget_idle()
 

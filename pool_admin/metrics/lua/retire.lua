@@ -3,7 +3,7 @@
 -- KEYS[1] the stream   KEYS[2] its unsettled set
 -- ARGV[1] group   ARGV[2..] entry IDs
 -- Returns: how many were still pending (retired now)
--- Errors: NOGROUP (no stream or no such group)
+-- Errors: none (XACK on a missing stream or group acknowledges nothing)
 --
 -- In one step: an entry another consumer's claim dropped meanwhile is in the set already, and
 -- is not put there twice.

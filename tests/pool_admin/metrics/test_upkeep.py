@@ -6,6 +6,7 @@ counted once."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -14,9 +15,9 @@ import redis
 from pool_admin.config.models import AppliedEntry
 from pool_admin.metrics import upkeep
 from pool_admin.metrics.consumer import Consumer, ConsumerOptions
-from pool_admin.metrics.group import StreamGroup, lost_total
-from tests.harness.metrics import consumer_running, wait_until
-from tests.pool_admin.metrics.test_consumer import drain, produce, stored
+from pool_admin.metrics.group import StreamGroup, lost_total, stream_id
+from tests.harness.metrics import consumer_running, entry, wait_until
+from tests.pool_admin.metrics.test_consumer import AT_MS, drain, produce, stored
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
 
@@ -204,3 +205,71 @@ def test_a_gap_trimmed_while_the_consumer_waits_is_counted(redis_client, options
 
 def _group(client, options) -> StreamGroup:
     return StreamGroup(client, options.stream, options.group, "upkeep")
+
+
+def test_a_batch_that_fails_every_time_gives_up_only_its_poison(redis_client, options):
+    """An entry whose batch fails every time with an error of the server's kind (here a
+    stand-in for a statement timeout): once the failures have gone on for the claim time, the
+    consumer goes one entry at a time and counts a delivery per claim time, so only that entry
+    reaches the dead-letter limit and the others count; the consumer then goes on."""
+    from django.db import OperationalError
+
+    from pool_admin.metrics.aggregates import apply_events
+
+    opts = ConsumerOptions(stream=options.stream, group=options.group,
+                           dead_letter=options.dead_letter, batch=10, block_ms=50,
+                           claim_idle_ms=200, claim_every_s=0.05,
+                           max_deliveries=3)  # fmt: skip
+    totals = produce(redis_client, opts, 2, seed=13)
+    poison = ("outcome", AT_MS, {"upstream": "poison", "outcome": "ok"})
+    redis_client.xadd(opts.stream, entry(poison))  # type: ignore[arg-type]
+    totals += produce(redis_client, opts, 2, seed=14)
+
+    def failing(events):
+        if any(e.fields.get("upstream") == "poison" for e in events):
+            raise OperationalError("canceling statement due to statement timeout")
+        apply_events(events)
+
+    consumer = Consumer(redis_client, "c1", opts, apply=failing)
+    with consumer_running(consumer):
+        wait_until(lambda: redis_client.xlen(opts.dead_letter) == 1, seconds=40)
+        wait_until(lambda: stored() == totals)
+        later = produce(redis_client, opts, 2, seed=15)
+        wait_until(lambda: stored() == totals + later)
+    dead = redis_client.xrange(opts.dead_letter)
+    assert dead[0][1][b"reason"] == b"delivered 4 times"
+    assert b"poison" in dead[0][1][b"e"]
+    assert redis_client.xinfo_groups(opts.stream)[0]["pending"] == 0
+
+
+def test_settling_waits_for_an_entry_being_applied(redis_client, options):
+    """A trimmed entry another consumer is applying right now (its ID inserted, not committed)
+    is not counted lost: the look-up waits for that transaction."""
+    import psycopg
+
+    from tests.harness.commands import database_url_of_test_db
+
+    produce(redis_client, options, 1, seed=16)
+    consumer = Consumer(redis_client, "c1", options)
+    consumer.ensure_group()
+    ((raw_id, _),) = redis_client.xreadgroup(options.group, "c1", {options.stream: ">"})[0][1]
+    redis_client.xtrim(options.stream, maxlen=0, approximate=False)
+    ms, seq = stream_id(raw_id)
+    committed = threading.Event()
+
+    def apply_elsewhere() -> None:
+        with psycopg.connect(database_url_of_test_db()) as conn:
+            conn.execute("INSERT INTO config_appliedentry (stream, ms, seq) VALUES (%s, %s, %s)",
+                         [options.stream, ms, seq])  # fmt: skip
+            time.sleep(0.5)
+            conn.commit()
+            committed.set()
+
+    other = threading.Thread(target=apply_elsewhere)
+    other.start()
+    time.sleep(0.2)  # its row is in, uncommitted
+    assert consumer.group.claim(0, "0-0", 10)[1] == []  # drops the trimmed entry: unsettled
+    consumer.upkeep()
+    other.join(10)
+    assert committed.is_set()
+    assert lost_total(redis_client, options.stream) == 0
