@@ -32,6 +32,16 @@ if after_ms then
 end
 -- One more than the budget: whether the index goes on past what may be examined.
 local entries = zread('ZRANGE', key, start, start + budget, 'WITHSCORES')
+-- Whether a <= b in the index's order of ties: bytes (memcmp). Lua's own `<=` on strings uses
+-- strcoll, and Redis sets LC_COLLATE from its environment: under en_US.UTF-8 it would not skip
+-- the ties the index put before the cursor. Bounded by the IDs' length.
+local function bytes_le(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a <= #b
+end
 local found, examined, last_id, last_score = {}, 0, nil, nil
 local function matches(rec, state)
   return (want.s == '' or state == want.s) and (want.pr == '' or rec.pr == want.pr)
@@ -41,7 +51,7 @@ for i = 1, math.min(#entries, 2 * budget), 2 do
   local pid, score = entries[i], tonum(entries[i + 1])
   examined = examined + 1
   last_id, last_score = pid, score
-  if not (skip_ties and score == after_ms and pid <= after_id) then
+  if not (skip_ties and score == after_ms and bytes_le(pid, after_id)) then
     local rec = get_rec(pid)
     if rec and rec.e > now then  -- past its hard expiry it is gone, swept or not
       local owner = get_owner(pid)
