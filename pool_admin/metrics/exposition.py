@@ -22,7 +22,8 @@ per-proxy, per-IP or per-session label; an upstream is a configuration name, bou
   ``proxypool_usage_totals_truncated`` is 1 and the counters shown are incomplete.
 
 Every figure is read at most once per ``CACHE_S`` whatever the scrape rate, with a bounded
-number of reads (one per configured upstream, four for the stream, one for the totals). Who
+number of reads (one per configured upstream, at most ``MAX_UPSTREAMS`` of them: past that
+``proxypool_upstreams_truncated`` is 1; four for the stream, one for the totals). Who
 may scrape is ``settings.METRICS_ALLOWED_NETWORKS`` (default loopback only); anyone else gets
 a 403.
 """
@@ -56,6 +57,8 @@ from pool_admin.pool import get_pool
 CACHE_S = 5.0
 #: Most totals rows one scrape reads (families x upstreams x their small label sets).
 MAX_TOTALS = 20_000
+#: Most upstreams whose pool figures one scrape reads (two bounded pool reads each).
+MAX_UPSTREAMS = 500
 
 _lock = threading.Lock()
 _cached: tuple[float, bytes] | None = None
@@ -73,7 +76,9 @@ def _pool_families() -> Iterator[Metric]:
                               labels=["upstream"])  # fmt: skip
     errors = 0
     pool = get_pool()
-    for name in Upstream.objects.order_by("name").values_list("name", flat=True):
+    names = list(Upstream.objects.order_by("name").values_list("name", flat=True)
+                 [: MAX_UPSTREAMS + 1])  # fmt: skip
+    for name in names[:MAX_UPSTREAMS]:
         try:
             inventory = pool.upstream_inventory(name)
             left = pool.inventory(name)
@@ -87,6 +92,10 @@ def _pool_families() -> Iterator[Metric]:
     yield GaugeMetricFamily("proxypool_upstream_read_errors",
                             "Configured upstreams whose figures could not be read this time.",
                             value=errors)  # fmt: skip
+    yield GaugeMetricFamily("proxypool_upstreams_truncated",
+                            f"1 if more than {MAX_UPSTREAMS} upstreams are configured: the "
+                            "pool figures of those past it (by name) are not shown.",
+                            value=int(len(names) > MAX_UPSTREAMS))  # fmt: skip
 
 
 STREAM_UP = "proxypool_usage_stream_up"

@@ -79,6 +79,7 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     assert ({"upstream": "acme-a"}, 3.0) in got["proxypool_upstream_managed_proxies"]
     assert ({"upstream": "acme-a"}, 2.0) in got["proxypool_upstream_available_slots"]
     assert got["proxypool_upstream_read_errors"] == [({}, 0.0)]
+    assert got["proxypool_upstreams_truncated"] == [({}, 0.0)]
     assert got["proxypool_usage_stream_entries"] == [({}, 1.0)]  # the five events: one entry
     assert got["proxypool_usage_events_dropped"] == [({}, 3.0)]  # the _total sample
     assert got["proxypool_usage_stream_entries_lost"] == [({}, 2.0)]
@@ -142,3 +143,19 @@ def test_the_streams_redis_not_answering_is_a_gauge_not_an_error(settings):
     assert got["proxypool_usage_stream_up"] == [({}, 0.0)]
     assert "proxypool_usage_stream_entries" not in got
     assert "proxypool_upstream_read_errors" in got
+
+
+def test_at_most_so_many_upstreams_are_read_per_scrape(monkeypatch):
+    account = ProviderAccount.objects.create(name="acme")
+    for name in ("acme-a", "acme-b", "acme-c"):
+        Upstream.objects.create(
+            name=name, account=account, kind="preset", preset="webshare_list",
+            endpoint_url="http://vendor.invalid/",
+        )  # fmt: skip
+    monkeypatch.setattr(exposition, "MAX_UPSTREAMS", 2)
+    got = families(scrape().content)
+    assert [labels["upstream"] for labels, _ in got["proxypool_upstream_managed_proxies"]] == [
+        "acme-a",
+        "acme-b",
+    ]
+    assert got["proxypool_upstreams_truncated"] == [({}, 1.0)]
