@@ -196,7 +196,13 @@ def _preview_close(alert_id: str) -> str:
 def _close(alert_id: str) -> str:
     alert = _open_alert(alert_id)
     alert.closed_at = timezone.now()
-    alert.save(update_fields=["closed_at"])
+    # Only while still open: two operators (or a fetch that succeeded) closing it at once
+    # close it, notify and record once; the later one is told it is closed already.
+    closed = Alert.objects.filter(pk=alert.pk, closed_at__isnull=True).update(
+        closed_at=alert.closed_at
+    )
+    if not closed:
+        raise Refused("the alert is closed already")
     alerts.notify(alert, "closed")
     return f"closed ({alert.upstream.name}, {alert.kind})"
 

@@ -62,6 +62,21 @@ def test_fetch_now_and_close_an_alert(operator_client, world):
     assert [kind for _, kind, _ in audit()] == ["fetch_now", "close_alert"]
 
 
+def test_an_alert_closed_meanwhile_is_closed_once(operator_client, world, monkeypatch):
+    """Two operators confirm the same close; the second POST, after the first, is refused and
+    records nothing, even when it read the alert open just before."""
+    from pool_admin.console import actions
+
+    alert = Alert.objects.get(closed_at__isnull=True)
+    stale = Alert.objects.select_related("upstream").get(pk=alert.pk)  # read while open
+    act(operator_client, "close_alert", str(alert.pk))
+    monkeypatch.setattr(actions, "_open_alert", lambda _: stale)
+    again = operator_client.post("/admin/console/act/close_alert/", {"target": str(alert.pk)},
+                                 follow=True)  # fmt: skip
+    assert any("closed already" in str(m) for m in again.context["messages"])
+    assert [kind for _, kind, _ in audit()] == ["close_alert"]
+
+
 @pytest.mark.parametrize(
     ("kind", "target"),
     [
