@@ -21,16 +21,21 @@ failure of the server itself (``OperationalError``) rolls everything back and pr
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import DataError, IntegrityError, connection, transaction
 
 from pool_admin.config.models import AppliedEntry
 from pool_admin.metrics.events import DecodedEntry, Event, Refused, encoded
-from pool_admin.metrics.group import stream_id
+from pool_admin.metrics.group import StreamId, stream_id
 
 logger = logging.getLogger(__name__)
+
+#: The applied IDs' table (a name of ours: every value in the statements is a parameter).
+TABLE = AppliedEntry._meta.db_table
+#: Most applied IDs one prune deletes.
+PRUNE_BATCH = 10_000
 
 Decoded = tuple[bytes, DecodedEntry]
 #: (entry ID, the refused event): told to the dead-letter stream.
@@ -45,9 +50,8 @@ class Applied:
     duplicates: int = 0
     #: Entries another consumer holds now: left to it, not acknowledged here.
     not_owned: set[bytes] = field(default_factory=set)
-    #: Events added, and events refused (told).
+    #: Events added.
     events: int = 0
-    refused: int = 0
 
 
 def apply_batch(
@@ -72,7 +76,6 @@ def apply_batch(
         for raw_id, decoded in result.fresh:
             for refused in decoded.refused:
                 tell(raw_id, refused)
-                result.refused += 1
         events = [event for _, decoded in result.fresh for event in decoded.events]
         result.events = len(events)
         if events:
@@ -110,52 +113,40 @@ def _add(
             except (DataError, IntegrityError) as exc:
                 tell(raw_id, Refused(index, f"apply failed: {type(exc).__name__}", encoded(event)))
                 result.events -= 1
-                result.refused += 1
+
+
+def _id_arrays(raw_ids: Iterable[bytes]) -> tuple[list[int], list[int]]:
+    """Entry IDs as the two arrays the statements below unnest (ms, seq)."""
+    ids = [stream_id(raw_id) for raw_id in raw_ids]
+    return [ms for ms, _ in ids], [seq for _, seq in ids]
 
 
 def _record(stream: str, good: Sequence[Decoded]) -> list[Decoded]:
     """Insert the entries' IDs; the entries whose ID was not there before."""
-    ids = [stream_id(raw_id) for raw_id, _ in good]
-    if not ids:
+    if not good:
         return []
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO {AppliedEntry._meta.db_table} (stream, ms, seq) "
+            f"INSERT INTO {TABLE} (stream, ms, seq) "
             "SELECT %s, unnest(%s::bigint[]), unnest(%s::bigint[]) "
             "ON CONFLICT (stream, ms, seq) DO NOTHING RETURNING ms, seq",
-            [stream, [ms for ms, _ in ids], [seq for _, seq in ids]],
+            [stream, *_id_arrays(raw_id for raw_id, _ in good)],
         )
         new = {(int(ms), int(seq)) for ms, seq in cursor.fetchall()}
-    return [item for item, key in zip(good, ids, strict=True) if key in new]
+    return [item for item in good if stream_id(item[0]) in new]
 
 
 def _forget(stream: str, raw_ids: list[bytes]) -> None:
     """Take out IDs this transaction inserted (entries another consumer holds now)."""
-    ids = [stream_id(raw_id) for raw_id in raw_ids]
     with connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {AppliedEntry._meta.db_table} WHERE stream = %s "  # noqa: S608
+            f"DELETE FROM {TABLE} WHERE stream = %s "  # noqa: S608
             "AND (ms, seq) IN (SELECT unnest(%s::bigint[]), unnest(%s::bigint[]))",
-            [stream, [ms for ms, _ in ids], [seq for _, seq in ids]],
+            [stream, *_id_arrays(raw_ids)],
         )
 
 
 def applied_ids(stream: str, raw_ids: Sequence[bytes]) -> set[bytes]:
-    """Which of these entries were applied (their IDs recorded, not pruned)."""
-    ids = {stream_id(raw_id): raw_id for raw_id in raw_ids}
-    if not ids:
-        return set()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT ms, seq FROM {AppliedEntry._meta.db_table} "  # noqa: S608
-            "WHERE stream = %s AND (ms, seq) IN "
-            "(SELECT unnest(%s::bigint[]), unnest(%s::bigint[]))",
-            [stream, [ms for ms, _ in ids], [seq for _, seq in ids]],
-        )
-        return {ids[(int(ms), int(seq))] for ms, seq in cursor.fetchall()}
-
-
-def applied_ids_settled(stream: str, raw_ids: Sequence[bytes]) -> set[bytes]:
     """Which of these entries were applied, waiting for a transaction applying one of them
     now: an INSERT of their IDs, rolled back, blocks on another's uncommitted row (a SELECT
     would not see it, and would call an entry lost that is being applied)."""
@@ -165,3 +156,18 @@ def applied_ids_settled(stream: str, raw_ids: Sequence[bytes]) -> set[bytes]:
         free = {raw_id for raw_id, _ in _record(stream, [(r, DecodedEntry()) for r in raw_ids])}
         transaction.set_rollback(True)
     return set(raw_ids) - free
+
+
+def prune_applied(stream: str, bound: StreamId) -> int:
+    """Delete applied IDs below ``bound``, at most ``PRUNE_BATCH``; how many. The caller's
+    bound (``StreamGroup.prune_bound``) is below the stream's first entry, AND below every
+    entry still pending in the group (trimming removes an entry from the stream, not from the
+    pending list, so a pending entry trimmed meanwhile can be read again, its content gone, and
+    must still be found applied), AND below every unsettled entry."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM {TABLE} WHERE id IN (SELECT id FROM {TABLE} "  # noqa: S608
+            "WHERE stream = %s AND (ms, seq) < (%s, %s) LIMIT %s)",
+            [stream, bound[0], bound[1], PRUNE_BATCH],
+        )
+        return int(cursor.rowcount)

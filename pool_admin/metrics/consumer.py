@@ -21,7 +21,7 @@ The loop (``../shared/research/operations.md`` §8; the Redis side of each step:
    are acknowledged: they stop nothing.
 5. Every ``claim_every_s``, entries pending longer than ``claim_idle_ms`` with any consumer (a
    dead one) are claimed and handled as in 2-4; then the bounded chores: unsettled entries
-   settled (lost, unless applied before they were trimmed), applied IDs pruned (upkeep.py),
+   settled (lost, unless applied before they were trimmed), applied IDs pruned (applying.py),
    idle consumers forgotten.
 
 A failure of either store: the consumer keeps nothing of the batch in memory; it waits
@@ -34,7 +34,7 @@ its data) is made again.
 
 Bounds: a batch is at most ``batch`` entries (each at most ``events.MAX_ENTRY_BYTES`` and
 ``events.MAX_ENTRY_EVENTS``: 100 entries, at most 50,000 events, 25 MiB), a claim at most
-10 reads of ``batch`` per call, a prune at most ``upkeep.PRUNE_BATCH`` rows, a settle at most
+10 reads of ``batch`` per call, a prune at most ``applying.PRUNE_BATCH`` rows, a settle at most
 ``group.SETTLE_BATCH`` entries.
 """
 
@@ -50,9 +50,8 @@ from typing import Any
 import redis
 from django.db import DatabaseError, connection
 
-from pool_admin.metrics import upkeep
 from pool_admin.metrics.aggregates import apply_events
-from pool_admin.metrics.applying import Decoded, applied_ids, applied_ids_settled, apply_batch
+from pool_admin.metrics.applying import Decoded, applied_ids, apply_batch, prune_applied
 from pool_admin.metrics.events import Event, MalformedEvent, Refused, decode_entry
 from pool_admin.metrics.group import Entry, StreamGroup
 
@@ -276,8 +275,8 @@ class Consumer:
     def upkeep(self) -> None:
         """The bounded chores, one round: trimmed entries settled (lost, or applied before),
         applied IDs pruned, idle consumers forgotten."""
-        self.group.settle(lambda ids: applied_ids_settled(self.options.stream, ids))
-        upkeep.prune_applied(self.group)
+        self.group.settle(lambda ids: applied_ids(self.options.stream, ids))
+        prune_applied(self.options.stream, self.group.prune_bound())
         self.group.forget_idle()
 
 

@@ -53,7 +53,7 @@ def _fields(flat: Any) -> dict[bytes, bytes] | None:
 class StreamGroup:
     def __init__(self, client: redis.Redis, stream: str, group: str, consumer: str) -> None:
         self.client, self.stream, self.group, self.consumer = client, stream, group, consumer
-        self._lost = f"{stream}:lost"
+        self._lost = _lost_key(stream)
         self._unsettled = f"{stream}:unsettled"
         self._scripts: dict[str, Any] = {}
 
@@ -176,10 +176,11 @@ class StreamGroup:
         return int(self._run("forget", [self.stream],
                              [self.group, self.consumer, idle, MAX_FORGET]))  # fmt: skip
 
-    def lost_total(self) -> int:
-        return int(self.client.hget(self._lost, "total") or 0)
+
+def _lost_key(stream: str) -> str:
+    return f"{stream}:lost"
 
 
 def lost_total(client: redis.Redis, stream: str) -> int:
     """The stream's entries lost to its trimming (GET /metrics), without a consumer."""
-    return int(client.hget(f"{stream}:lost", "total") or 0)
+    return int(client.hget(_lost_key(stream), "total") or 0)

@@ -4,7 +4,7 @@ An entry's ID is recorded in the same transaction as the aggregates it added to,
 unique constraint: a redelivered entry (its consumer died after the commit, before the
 acknowledgement) is found there and adds nothing. Rows below the stream's first entry, the
 group's oldest pending entry and its oldest unsettled one can never be needed again and are
-pruned in batches (``pool_admin.metrics.upkeep.prune_applied``).
+pruned in batches (``pool_admin.metrics.applying.prune_applied``).
 """
 
 from __future__ import annotations

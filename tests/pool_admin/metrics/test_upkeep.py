@@ -1,8 +1,8 @@
 """The consumer group's upkeep and the consumer's recoveries on real Redis and PostgreSQL
-(pool_admin/metrics/upkeep.py, consumer.py): applied IDs pruned only when no delivery can come
-again, a committed batch never applied twice, poison entries of a consumer's own pending list
-set aside, idle consumers forgotten, a lost group made again, and entries trimmed unread
-counted once."""
+(pool_admin/metrics/group.py, applying.py, consumer.py): applied IDs pruned only when no
+delivery can come again, a committed batch never applied twice, poison entries of a consumer's
+own pending list set aside, idle consumers forgotten, a lost group made again, and entries
+trimmed unread counted once."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from pool_admin.config.models import AppliedEntry
-from pool_admin.metrics import upkeep
+from pool_admin.metrics.applying import prune_applied
 from pool_admin.metrics.consumer import Consumer, ConsumerOptions
 from pool_admin.metrics.group import StreamGroup, lost_total, stream_id
 from tests.harness.metrics import consumer_running, entry, wait_until
@@ -47,12 +47,12 @@ def test_applied_ids_of_pending_entries_are_kept_though_trimmed(redis_client, op
     with pytest.raises(SystemExit):
         dying.step()  # ten entries committed, not acknowledged
     redis_client.xtrim(options.stream, maxlen=5, approximate=False)
-    assert upkeep.prune_applied(_group(redis_client, options)) == 0
+    assert _prune(redis_client, options) == 0
     assert AppliedEntry.objects.count() == 10
     redis_client.xack(options.stream, options.group,
                       *[p["message_id"] for p in redis_client.xpending_range(
                           options.stream, options.group, "-", "+", 100)])  # fmt: skip
-    assert upkeep.prune_applied(_group(redis_client, options)) == 10
+    assert _prune(redis_client, options) == 10
 
 
 def test_a_committed_batch_whose_acknowledgement_failed_is_not_applied_again(
@@ -79,7 +79,7 @@ def test_a_committed_batch_whose_acknowledgement_failed_is_not_applied_again(
         consumer.step()
     assert stored() == totals
     redis_client.xtrim(options.stream, maxlen=0, approximate=False)
-    assert upkeep.prune_applied(_group(redis_client, options)) == 0
+    assert _prune(redis_client, options) == 0
     consumer._own_pending = True  # as run() has it after a failure
     assert consumer.step() == 0
     consumer.upkeep()  # settles them: applied before they were trimmed
@@ -203,8 +203,9 @@ def test_a_gap_trimmed_while_the_consumer_waits_is_counted(redis_client, options
     assert (group["lag"], group["entries-read"]) == (0, 10)
 
 
-def _group(client, options) -> StreamGroup:
-    return StreamGroup(client, options.stream, options.group, "upkeep")
+def _prune(client, options) -> int:
+    group = StreamGroup(client, options.stream, options.group, "upkeep")
+    return prune_applied(options.stream, group.prune_bound())
 
 
 def test_a_batch_that_fails_every_time_gives_up_only_its_poison(redis_client, options):
