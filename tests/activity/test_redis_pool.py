@@ -1,5 +1,6 @@
 """RedisPool beyond the contract: faults on a Redis the test controls, processes, key TTLs,
-secrets. The contract suite (test_contract.py) already runs every port on RedisPool."""
+secrets (lost replies: test_redis_lost_replies.py). The contract suite (test_contract.py)
+already runs every port on RedisPool."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,11 +18,9 @@ import redis.backoff
 import redis.retry
 
 from activity import (
-    CallQuota,
     ExtractMode,
     ExtractRequest,
     FetchedBatch,
-    FetchedProxy,
     HealthUpdate,
     ManualClock,
     Outcome,
@@ -33,175 +31,19 @@ from activity import (
     StaticCredentials,
 )
 from activity.errors import (
-    IdempotencyConflict,
-    InsufficientInventory,
     LayoutMismatch,
     OwnershipConflict,
-    QuotaExceeded,
     StoreUnavailable,
 )
-from activity.types import ExpiredTally
-from tests.harness.netfault import CuttingRelay
+from tests.activity.redis_pools import MIN, pool_at, proxies_at, stock
 
-MIN = timedelta(minutes=1)
 pytestmark = pytest.mark.redis
-
-
-def _proxies(now: datetime, n: int, prefix: str = "p", ttl: timedelta = 10 * MIN, **kw):
-    return [
-        FetchedProxy(
-            f"{prefix}{i}",
-            f"{prefix}-key-{i}",
-            f"10.2.{i // 250}.{i % 250}",
-            8080,
-            "http",
-            now + ttl,
-            region="us",
-            **kw,
-        )
-        for i in range(n)
-    ]
-
-
-def _stock(pool: RedisPool, now: datetime, n: int, prefix: str = "p", **kw) -> list[str]:
-    proxies = _proxies(now, n, prefix, **kw)
-    pool.upsert_fetched(FetchedBatch("u1", proxies, 10**6, timedelta(seconds=5), now))
-    updates = [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies]
-    for start in range(0, len(updates), 1000):
-        pool.apply_health(updates[start : start + 1000])
-    return [p.proxy_id for p in proxies]
-
-
-def _pool(url: str, **kw) -> tuple[RedisPool, ManualClock]:
-    clock = ManualClock(datetime.now(UTC))
-    client = redis.Redis.from_url(url, socket_timeout=kw.pop("timeout", 5))
-    options = PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}", **kw.pop("options", {}))
-    return RedisPool(client, options, clock=clock, **kw), clock
-
-
-@pytest.fixture
-def relay(redis_url):
-    """A CuttingRelay in front of the run's Redis, closed at the end."""
-    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
-    relay = CuttingRelay(port)
-    yield relay
-    relay.close()
-
-
-def test_a_reply_lost_after_commit_is_answered_by_the_retry(relay):
-    """故障语义: the connection dies after the script committed; the retry replays, once."""
-    pool, clock = _pool(relay.url)
-    now = clock.now()
-    relay.cut_next_reply()
-    first = pool.upsert_fetched(FetchedBatch("u1", _proxies(now, 5), 100, MIN / 12, now))
-    assert relay.cuts == 1
-    assert (first.inserted, first.replayed) == (5, False)  # the retry saw the stored chunk
-    assert pool.inventory("u1") == 5
-    pool.apply_health([HealthUpdate(f"p{i}", ProxyState.AVAILABLE, now) for i in range(5)])
-    relay.cut_next_reply()
-    got = pool.extract(ExtractRequest("c1", 2, request_id="req-1"))
-    assert relay.cuts == 2
-    assert got.returned == 2 and not got.replayed  # our own retry is the first answer
-    assert pool.inventory("u1") == 3  # taken once, not twice
-    relay.cut_next_reply()
-    with pytest.raises(StoreUnavailable):  # no key, no request ID: not retried blindly
-        pool.extract(ExtractRequest("c1", 1))
-
-
-def test_a_sweep_whose_reply_was_lost_tells_its_tally_through_the_retry(relay):
-    """The expiry tally is taken by the sweep that ran: its retry after a lost reply answers
-    with that sweep's result (tally included) and sweeps nothing twice."""
-    pool, clock = _pool(relay.url)
-    now = clock.now()
-    pool.upsert_fetched(FetchedBatch("u1", _proxies(now, 3, ttl=MIN), 100, MIN / 12, now))
-    clock.advance(2 * MIN)
-    relay.cut_next_reply()
-    result = pool.sweep(100)
-    assert relay.cuts == 1
-    assert (result.expired, result.tally) == (3, {"u1": ExpiredTally(used=0, unused=3)})
-    assert pool.sweep(100).tally == {}
-    pool.close()
-
-
-@pytest.fixture
-def relayed_pool(relay):
-    """A pool behind the relay, its connections closed at the end."""
-    pool, clock = _pool(relay.url)
-    yield pool, clock
-    pool.close()
-
-
-def test_an_extract_retried_after_a_lost_reply_is_charged_once(relay, relayed_pool):
-    """The retry of an extract whose reply was lost takes no second call unit and no second
-    proxies: the quota is charged by the call that committed (extract.lua, step 0)."""
-    pool, clock = relayed_pool
-    _stock(pool, clock.now(), 4)
-    quota = CallQuota(calls=2, proxies=3)
-    relay.cut_next_reply()
-    got = pool.extract(ExtractRequest("c1", 2, request_id="req-q", quota=quota))
-    assert relay.cuts == 1 and got.returned == 2 and not got.replayed
-    assert pool.extract(ExtractRequest("c1", 1, request_id="req-r", quota=quota)).returned == 1
-    with pytest.raises(QuotaExceeded) as refused:  # 2 calls and 3 proxies: both used up once
-        pool.extract(ExtractRequest("c1", 1, request_id="req-s", quota=quota))
-    assert refused.value.reason == "calls"
-
-
-@pytest.mark.parametrize("first_answer", ["replay", "conflict", "shortfall", "over proxies"])
-def test_a_retried_call_that_stored_no_result_is_charged_once(relay, relayed_pool, first_answer):
-    """An extract whose first attempt committed a call unit but stored no result under its
-    nonce (a replay, a conflict, a refusal): its retry after the lost reply takes no second."""
-    pool, clock = relayed_pool
-    _stock(pool, clock.now(), 2)
-    quota = CallQuota(calls=3, proxies=3)
-    pool.extract(ExtractRequest("c1", 1, idempotency_key="k", quota=quota))  # call 1
-    aon = ExtractMode.ALL_OR_NOTHING
-    request, answer = {
-        "replay": (ExtractRequest("c1", 1, idempotency_key="k", quota=quota), None),
-        "conflict": (
-            ExtractRequest("c1", 2, idempotency_key="k", quota=quota),
-            IdempotencyConflict,
-        ),
-        "shortfall": (
-            ExtractRequest("c1", 2, aon, quota=quota, request_id="s"),
-            InsufficientInventory,
-        ),
-        "over proxies": (ExtractRequest("c1", 3, quota=quota, request_id="o"), QuotaExceeded),
-    }[first_answer]
-    relay.cut_next_reply()
-    if answer is None:
-        assert pool.extract(request).replayed  # call 2, its reply lost, then retried
-    else:
-        with pytest.raises(answer):
-            pool.extract(request)
-    assert relay.cuts == 1
-    pool.charge_call("c1", quota)  # call 3: still fits, so call 2 was counted once
-    with pytest.raises(QuotaExceeded) as refused:
-        pool.charge_call("c1", quota)
-    assert refused.value.reason == "calls"
-
-
-def test_a_retried_upsert_keeps_chunks_by_input_position(relay):
-    """Upsert: a call that failed after its first chunk, retried once the clock dropped an
-    early candidate, still writes every survivor: chunks follow input positions."""
-    pool, clock = _pool(relay.url, options={"script_batch_cap": 2})
-    now = clock.now()
-    pool.inventory("u1")  # the function library is loaded before replies are counted
-    batch = _proxies(now, 1, prefix="a", ttl=10 * timedelta(seconds=1)) + _proxies(
-        now, 3, prefix="b"
-    )
-    relay.cut_requests(after=1, count=2)  # chunk 1 runs; chunk 2 and its retry never arrive
-    with pytest.raises(StoreUnavailable):
-        pool.upsert_fetched(FetchedBatch("u1", batch, 100, timedelta(seconds=5), now, "op-1"))
-    clock.advance(6 * timedelta(seconds=1))  # "a0" is inside its safety margin now
-    again = FetchedBatch("u1", batch, 100, timedelta(seconds=5), clock.now(), "op-1")
-    pool.upsert_fetched(again)
-    assert pool.inventory("u1") == 4  # a0 and b0 (the first call's chunk), b1 and b2
 
 
 def test_a_script_cache_flush_between_calls_is_invisible(redis_url):
     """故障语义: SCRIPT FLUSH (failover, restart of the cache) reloads transparently."""
-    pool, clock = _pool(redis_url)
-    _stock(pool, clock.now(), 3)
+    pool, clock = pool_at(redis_url)
+    stock(pool, clock.now(), 3)
     redis.Redis.from_url(redis_url).script_flush()
     assert pool.extract(ExtractRequest("c1", 2)).returned == 2
     redis.Redis.from_url(redis_url).script_flush()
@@ -212,8 +54,8 @@ def test_a_lost_function_library_is_reloaded_transparently(private_redis):
     """故障语义: after FUNCTION FLUSH (or a restart, or a failover to a replica without the
     library) the next call reloads the pool's functions and runs, once."""
     server = private_redis()
-    pool, clock = _pool(server.url)
-    _stock(pool, clock.now(), 3)
+    pool, clock = pool_at(server.url)
+    stock(pool, clock.now(), 3)
     client = redis.Redis.from_url(server.url)
     client.function_flush()
     assert pool.extract(ExtractRequest("c1", 2)).returned == 2
@@ -225,8 +67,8 @@ def test_a_lost_function_library_is_reloaded_transparently(private_redis):
 def test_a_server_that_does_not_answer_in_time_is_store_unavailable(private_redis):
     """故障语义: every call is bounded in time; a frozen server is StoreUnavailable."""
     server = private_redis()
-    pool, clock = _pool(server.url, timeout=0.3)
-    _stock(pool, clock.now(), 2)
+    pool, clock = pool_at(server.url, timeout=0.3)
+    stock(pool, clock.now(), 2)
     os.kill(server.pid, signal.SIGSTOP)
     try:
         started = time.monotonic()
@@ -242,8 +84,8 @@ def test_a_server_lost_under_load_fails_closed_and_restarts_a_new_generation(pri
     """故障语义: Redis down -> StoreUnavailable, never a partial all-or-nothing; a restarted
     (empty) Redis is a new pool generation with nothing from before."""
     server = private_redis()
-    pool, clock = _pool(server.url, timeout=1)
-    before = set(_stock(pool, clock.now(), 6000))
+    pool, clock = pool_at(server.url, timeout=1)
+    before = set(stock(pool, clock.now(), 6000))
     outcomes: list[object] = []
     stop = threading.Event()
 
@@ -272,15 +114,15 @@ def test_a_server_lost_under_load_fails_closed_and_restarts_a_new_generation(pri
     server.start()
     assert pool.inventory("u1") == 0
     assert pool.extract(ExtractRequest("c", 10)).returned == 0
-    _stock(pool, clock.now(), 2, prefix="new")
+    stock(pool, clock.now(), 2, prefix="new")
     assert {p.proxy_id for p in pool.extract(ExtractRequest("c", 10)).proxies} <= {"new0", "new1"}
     assert not before & {"new0", "new1"}
 
 
 def test_a_layout_from_another_version_is_refused(redis_url):
     """CONVENTIONS: the data layout is versioned; a mismatch is refused, never misread."""
-    pool, clock = _pool(redis_url)
-    _stock(pool, clock.now(), 1)
+    pool, clock = pool_at(redis_url)
+    stock(pool, clock.now(), 1)
     client = redis.Redis.from_url(redis_url)
     client.hset(f"{pool.options.prefix}:{{activity}}:meta", "layout", "99")
     with pytest.raises(LayoutMismatch):
@@ -290,10 +132,10 @@ def test_a_layout_from_another_version_is_refused(redis_url):
 def test_every_key_lives_until_the_latest_hard_expiry(redis_url):
     """短 TTL 清理: the main keys' TTL reaches the latest hard expiry: idle namespaces free
     themselves."""
-    pool, clock = _pool(redis_url)
+    pool, clock = pool_at(redis_url)
     now = clock.now()
-    _stock(pool, now, 3, ttl=2 * MIN)
-    _stock(pool, now, 2, prefix="late", ttl=10 * MIN)
+    stock(pool, now, 3, ttl=2 * MIN)
+    stock(pool, now, 2, prefix="late", ttl=10 * MIN)
     pool.extract(ExtractRequest("c", 1, idempotency_key="k"))
     pool.assign(now, "late0", "w1", MIN)
     client = redis.Redis.from_url(redis_url)
@@ -310,18 +152,18 @@ def test_every_key_lives_until_the_latest_hard_expiry(redis_url):
 def test_key_lifetimes_only_grow(redis_url):
     """短 TTL 清理: a provider shortening one proxy's TTL never shortens a key other live data
     needs; counters, worker sets and the epoch/generation counters keep up."""
-    pool, clock = _pool(redis_url)
+    pool, clock = pool_at(redis_url)
     now = clock.now()
     client = redis.Redis.from_url(redis_url)
     ns = f"{pool.options.prefix}:{{activity}}:"
     pool.open_session("w1", "s1", timedelta(minutes=30))
-    _stock(pool, now, 1, prefix="a", ttl=4 * MIN)
+    stock(pool, now, 1, prefix="a", ttl=4 * MIN)
     pool.assign(now, "a0", "w1", 2 * MIN)
-    shorten = _proxies(now, 1, prefix="a", ttl=1 * MIN)
+    shorten = proxies_at(now, 1, prefix="a", ttl=1 * MIN)
     pool.upsert_fetched(FetchedBatch("u1", shorten, 100, timedelta(seconds=5), now))
-    longer = _proxies(now, 1, prefix="a", ttl=3 * MIN)
+    longer = proxies_at(now, 1, prefix="a", ttl=3 * MIN)
     pool.upsert_fetched(FetchedBatch("u1", longer, 100, timedelta(seconds=5), now))
-    _stock(pool, now, 1, prefix="b", ttl=10 * timedelta(seconds=1))
+    stock(pool, now, 1, prefix="b", ttl=10 * timedelta(seconds=1))
     floor_ms = (3 * MIN).total_seconds() * 1000
     for name in ("inventory", "managed", "hot", "records", "owners", "owner-expiry", "epoch"):
         assert client.pttl(ns + name) >= floor_ms, name
@@ -337,9 +179,9 @@ def test_an_exits_failure_count_and_suspicion_outlive_the_pools_horizon(redis_ur
     """Key lifetimes: passive health's entries (in the quarantine hash and its expiry index)
     keep those keys alive to their ends, as a quarantine does, also past every record and
     past a shorter ban of the same call's keys."""
-    pool, clock = _pool(redis_url)
+    pool, clock = pool_at(redis_url)
     now = clock.now()
-    _stock(pool, now, 1, ttl=2 * MIN)
+    stock(pool, now, 1, ttl=2 * MIN)
     [taken] = pool.extract(ExtractRequest("c1", 1)).proxies
     pool.report_outcome(OutcomeReport("c1", taken.proxy_id, Outcome.TIMEOUT, now))
     client = redis.Redis.from_url(redis_url)
@@ -355,9 +197,9 @@ def test_an_exits_failure_count_and_suspicion_outlive_the_pools_horizon(redis_ur
 def test_a_quarantine_outlives_the_pools_horizon_and_an_outcome_its_record(redis_url):
     """Key lifetimes: quarantine keys live to the quarantine's end even when every record
     expires sooner; the outcome goes with its record."""
-    pool, clock = _pool(redis_url)
+    pool, clock = pool_at(redis_url)
     now = clock.now()
-    _stock(pool, now, 2, ttl=2 * MIN)
+    stock(pool, now, 2, ttl=2 * MIN)
     taken = pool.extract(ExtractRequest("c1", 2)).proxies
     ban = OutcomeReport("c1", taken[0].proxy_id, Outcome.BANNED, now, quarantine=60 * MIN)
     pool.report_outcome(ban)
@@ -374,31 +216,11 @@ def test_a_quarantine_outlives_the_pools_horizon_and_an_outcome_its_record(redis
     assert client.hlen(ns + "quarantine") == 1
 
 
-def test_redis_py_never_retries_behind_our_back(relay):
-    """故障语义: a lost reply to an assign is StoreUnavailable (outcome unknown), and the
-    assign ran once, even with a client configured to retry on its own."""
-    clock = ManualClock(datetime.now(UTC))
-    eager = redis.Redis(
-        host="127.0.0.1",
-        port=relay.port,
-        socket_timeout=5,
-        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 10),
-        retry_on_error=[redis.ConnectionError],
-    )
-    pool = RedisPool(eager, PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}"), clock=clock)
-    _stock(pool, clock.now(), 2)
-    relay.cut_next_reply()
-    with pytest.raises(StoreUnavailable):
-        pool.assign(clock.now(), "p0", "w1", MIN)
-    assert pool.get("p0").epoch == 1  # it ran, once: no second epoch, no "already_owned"
-    assert pool.assign(clock.now(), "p1", "w1", MIN).epoch == 2
-
-
 def test_a_replica_that_cannot_load_the_library_is_store_unavailable(private_redis):
     """故障语义: failover to a read-only replica without the library: typed, not a raw error."""
     server = private_redis()
-    pool, clock = _pool(server.url)
-    _stock(pool, clock.now(), 1)
+    pool, clock = pool_at(server.url)
+    stock(pool, clock.now(), 1)
     client = redis.Redis.from_url(server.url)
     client.function_flush()
     client.replicaof("127.0.0.1", 1)  # nobody there: it stays a read-only replica
@@ -414,9 +236,9 @@ def test_no_secret_in_keys_logs_or_errors(redis_url, caplog):
     caplog.set_level(logging.DEBUG)
     credentials = StaticCredentials()
     secret = credentials.put("proxy-user", "S3cr3t-pa55word")
-    pool, clock = _pool(redis_url, credentials=credentials)
+    pool, clock = pool_at(redis_url, credentials=credentials)
     now = clock.now()
-    proxies = _proxies(now, 20, secret_ref=secret.ref)
+    proxies = proxies_at(now, 20, secret_ref=secret.ref)
     pool.upsert_fetched(FetchedBatch("u1", proxies, 100, timedelta(seconds=5), now))
     pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
     got = pool.extract(ExtractRequest("c1", 5, idempotency_key="key-1"))
@@ -441,8 +263,8 @@ def test_no_secret_in_keys_logs_or_errors(redis_url, caplog):
 
 def test_ownership_conflicts_are_typed_on_redis(redis_url):
     """Worker 所有权: the loser of a race gets a typed result."""
-    pool, clock = _pool(redis_url)
-    _stock(pool, clock.now(), 1)
+    pool, clock = pool_at(redis_url)
+    stock(pool, clock.now(), 1)
     pool.assign(clock.now(), "p0", "w1", MIN)
     with pytest.raises(OwnershipConflict) as err:
         pool.assign(clock.now(), "p0", "w2", MIN)
@@ -468,7 +290,7 @@ def _extractor(url: str, prefix: str, start: float, barrier, results) -> None:
 @pytest.mark.slow
 def test_extractors_in_separate_processes_never_share_a_proxy(redis_url):
     """100 轮并发 Extract across 16 processes: disjoint sets; their union is what left."""
-    pool, clock = _pool(redis_url)
+    pool, clock = pool_at(redis_url)
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(PROCESSES + 1)
     results = context.Queue()
@@ -483,7 +305,7 @@ def test_extractors_in_separate_processes_never_share_a_proxy(redis_url):
         w.start()
     try:
         for round_ in range(ROUNDS):
-            stocked = set(_stock(pool, clock.now(), PER_ROUND, prefix=f"r{round_}-"))
+            stocked = set(stock(pool, clock.now(), PER_ROUND, prefix=f"r{round_}-"))
             before = pool.inventory("u1")
             barrier.wait(timeout=60)  # go
             barrier.wait(timeout=60)  # done
@@ -532,7 +354,7 @@ def _contender(kind: str, index: int, url: str, prefix: str, start: float, barri
 def test_assign_and_extract_racing_from_processes_have_one_winner(redis_url):
     """Worker 所有权: assign and extract racing for the same proxies from separate processes:
     for every proxy exactly one wins; every loser gets a typed answer."""
-    pool, clock = _pool(redis_url)
+    pool, clock = pool_at(redis_url)
     context = multiprocessing.get_context("spawn")
     kinds = ["extract"] * 8 + ["assign"] * 8
     barrier = context.Barrier(len(kinds) + 1)
@@ -549,7 +371,7 @@ def test_assign_and_extract_racing_from_processes_have_one_winner(redis_url):
         w.start()
     try:
         for round_ in range(ROUNDS):
-            stocked = _stock(pool, clock.now(), RACE_PROXIES, prefix=f"r{round_}-p")
+            stocked = stock(pool, clock.now(), RACE_PROXIES, prefix=f"r{round_}-p")
             barrier.wait(timeout=60)
             barrier.wait(timeout=60)
             wins: dict[str, int] = dict.fromkeys(stocked, 0)
