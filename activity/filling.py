@@ -1,7 +1,7 @@
 """One fetch of one upstream, end to end: ask its vendor for what it lacks, put the proxies in
 the pool, check each through itself, and apply what the checks found (ADR-005: FETCHED, then
 AVAILABLE, SUSPECT or UNHEALTHY). What the fetch task of a claim runs (pool_admin/tasks.py);
-plain Python, given its configuration, pool, credentials store and HTTP client.
+plain Python, given its configuration, pool and credentials store.
 
 A proxy is checked once, here, at intake (FETCHED, then AVAILABLE, SUSPECT or UNHEALTHY; not
 CHECKING on the way: a proxy handed out again is refreshed with its state kept, and marking it
@@ -20,8 +20,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
-
-import httpx
 
 from activity.checker import CheckTarget, ProbeResult, ProxyEndpoint, health_of, probe_all
 from activity.clock import Clock
@@ -96,7 +94,6 @@ def fill(
     *,
     pool: FillingPool,
     credentials: FetchCredentials,
-    client: httpx.Client,
     clock: Clock,
     operation_id: str,
     proxy_budget: int,
@@ -125,7 +122,7 @@ def fill(
     if asked == 0:
         return FillReport(ReconcileResult(deficit=deficit))
     try:
-        parsed = _ask(plan, client, clock, asked)
+        parsed = _ask(plan, clock, asked)
     except Exception:
         if give_back is not None:
             give_back(asked)  # nothing came: none of it counts
@@ -194,13 +191,13 @@ class _Recorded:
         return version
 
 
-def _ask(plan: UpstreamFill, client: httpx.Client, clock: Clock, count: int) -> ParsedResponse:
+def _ask(plan: UpstreamFill, clock: Clock, count: int) -> ParsedResponse:
     if plan.static_body is not None:  # the list is here: read it, ask nobody
         return plan.format.parse(plan.static_body, clock.now())
     params = dict(plan.params)
     if plan.count_param:
         params[plan.count_param] = str(count)
-    answer = fetch(client, plan.url, clock=clock, limits=plan.limits, params=params,
+    answer = fetch(plan.url, clock=clock, limits=plan.limits, params=params,
                    headers=plan.headers)  # fmt: skip
     return plan.format.parse(answer.body, answer.sent_at)
 

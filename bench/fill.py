@@ -23,7 +23,6 @@ from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 import redis
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,11 +101,10 @@ def main() -> int:
                 count_param="page_size", check=CheckTarget(target.url()), check_timeout=5,
                 check_concurrency=args.concurrency,
             )  # fmt: skip
-            with httpx.Client() as http:
-                started = time.perf_counter()
-                report = fill(SystemClock().now(), plan, pool=timed, credentials=credentials,
-                              client=http, clock=SystemClock(), operation_id="bench",
-                              proxy_budget=len(listed))  # fmt: skip
+            started = time.perf_counter()
+            report = fill(SystemClock().now(), plan, pool=timed, credentials=credentials,
+                          clock=SystemClock(), operation_id="bench",
+                          proxy_budget=len(listed))  # fmt: skip
             marks = {k: v - started for k, v in timed.marks.items()}
             print(f"| {round_} | {marks['parsed']:.3f} | {marks['upserted']:.3f} "
                   f"| {marks['checked']:.3f} | {marks['applied']:.3f} "

@@ -11,8 +11,9 @@ changes nothing (``LeaseLost``).
 
 Bounds: a dispatch reads each configured account and upstream once (the configuration's size)
 and claims at most ``fetch_concurrency`` per account; a fetch is bounded by its fetch limits
-(30 s in all for the vendor's answer) and renews its lease before each round of checks (a
-round of ``CHECK_CONCURRENCY`` takes at most ``check_timeout``, 60 s, well inside
+(the upstream's vendor call deadline, 20 s unless set, a hard one) and renews its lease before
+each round of checks (a round of ``CHECK_CONCURRENCY`` takes at most ``check_timeout``, 60 s,
+well inside
 ``settings.FETCH_LEASE``, 2 minutes unless set lower).
 """
 
@@ -25,7 +26,6 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import httpx
 import redis
 from django.conf import settings
 
@@ -34,6 +34,7 @@ from activity.clock import SystemClock
 from activity.errors import ActivityError, LeaseLost
 from activity.filling import FillReport, UpstreamFill, fill
 from activity.providers.errors import NextStep, ProviderError
+from activity.providers.fetch import FetchLimits
 from activity.reconciler import UpstreamTarget
 from activity.scheduler import Claim, NoClaim, RequestOutcome
 from activity.scheduler.redis import RedisScheduler
@@ -83,6 +84,7 @@ def dispatch(now: datetime, enqueue: Callable[[dict[str, Any]], object]) -> int:
         else:
             sched.forget(account.name, upstream.name)
     refill(now, sched)
+    _warn_if_threads_short(sum(account.fetch_concurrency for account in fetchable.values()))
     claimed = 0
     for account in fetchable.values():
         for _ in range(account.fetch_concurrency):
@@ -92,6 +94,23 @@ def dispatch(now: datetime, enqueue: Callable[[dict[str, Any]], object]) -> int:
             enqueue(claim_payload(result))
             claimed += 1
     return claimed
+
+
+_threads_warned_for = 0
+
+
+def _warn_if_threads_short(wanted: int) -> None:
+    """Say (once per figure) when the accounts may run more fetches at once than the fetch
+    worker has threads: then a slow vendor's fetches can make other accounts' wait."""
+    global _threads_warned_for
+    threads = settings.FETCH_WORKER_THREADS
+    if wanted > threads and wanted != _threads_warned_for:
+        logger.warning(
+            "the enabled accounts may run %d fetches at once, the fetch worker %d "
+            "(FETCH_WORKER_THREADS): a slow vendor may delay other accounts' fetches",
+            wanted, threads,
+        )  # fmt: skip
+    _threads_warned_for = wanted if wanted > threads else 0
 
 
 def refill(now: datetime, sched: RedisScheduler) -> int:
@@ -154,7 +173,7 @@ def claim_of(payload: dict[str, Any]) -> Claim:
     )
 
 
-def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> FillReport | None:
+def run_fetch(payload: dict[str, Any]) -> FillReport | None:
     """One claimed fetch, and its claim finished. None: nothing was fetched (the upstream is
     gone or no longer fetchable, or the vendor failed: logged)."""
     claim = claim_of(payload)
@@ -176,21 +195,20 @@ def run_fetch(payload: dict[str, Any], client: httpx.Client | None = None) -> Fi
     try:
         plan = _plan_or_none(upstream) if upstream is not None else None
         if upstream is not None and plan is not None:
-            with client or httpx.Client() as http:
-                report = fill(
-                    clock.now(), plan, pool=get_pool(),
-                    credentials=fetch_credentials(), client=http, clock=clock,
-                    operation_id=f"fill:{claim.token}",
-                    proxy_budget=upstream.account.proxies_per_minute,
-                    take_budget=lambda n: scheduler().take_proxies(
-                        taken_at, claim, upstream.account.limits, n
-                    ),
-                    give_back=lambda n: scheduler().give_back_proxies(
-                        clock.now(), claim, n, taken_at
-                    ),
-                    # Each round of checks takes at most check_timeout (60 s), under the lease.
-                    keep_alive=lambda: _keep_alive(claim, clock),
-                )  # fmt: skip
+            report = fill(
+                clock.now(), plan, pool=get_pool(),
+                credentials=fetch_credentials(), clock=clock,
+                operation_id=f"fill:{claim.token}",
+                proxy_budget=upstream.account.proxies_per_minute,
+                take_budget=lambda n: scheduler().take_proxies(
+                    taken_at, claim, upstream.account.limits, n
+                ),
+                give_back=lambda n: scheduler().give_back_proxies(
+                    clock.now(), claim, n, taken_at
+                ),
+                # Each round of checks takes at most check_timeout (60 s), under the lease.
+                keep_alive=lambda: _keep_alive(claim, clock),
+            )  # fmt: skip
             _record_alerts(upstream, report)
             _emit_usage(upstream.name, report)
             logger.log(
@@ -301,10 +319,22 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
         count_param=upstream.count_param or None,
         params=params,
         headers=headers,
+        limits=limits_of(upstream),
         check=check,
         check_timeout=upstream.check_timeout_ms / 1000,
         check_concurrency=CHECK_CONCURRENCY,
         static_body=static,
+    )
+
+
+def limits_of(upstream: Upstream) -> FetchLimits:
+    """The vendor call's bounds: the upstream's deadline, no step of it longer."""
+    deadline = float(upstream.fetch_timeout_s)
+    defaults = FetchLimits()
+    return FetchLimits(
+        connect_timeout=min(defaults.connect_timeout, deadline),
+        read_timeout=min(defaults.read_timeout, deadline),
+        total_timeout=deadline,
     )
 
 

@@ -246,15 +246,28 @@ def web_command(bind: str, workers: int | None = None) -> list[str]:
     ]  # fmt: skip
 
 
+def worker_options(queue: str, threads: int) -> list[str]:
+    """A Celery worker's options for one queue: a pool of ``threads`` threads (the tasks wait
+    on vendors, proxies and Redis, not on the CPU; a thread each is what lets a slow vendor
+    delay only its own fetch), no gossip or mingle (nothing here uses them)."""
+    return ["-Q", queue, "--pool", "threads", "--concurrency", str(threads),
+            "--without-gossip", "--without-mingle"]  # fmt: skip
+
+
 def child_commands(bind: str) -> list[tuple[str, list[str]]]:
-    """The long-running children: web (one worker per core), one small worker, beat, and the
-    usage stream's consumer."""
+    """The long-running children: web (one worker per core), the fetch worker (vendor calls,
+    ``FETCH_WORKER_THREADS`` at once), the upkeep worker (dispatches, rechecks, sweeps,
+    ownership expiry), beat, and the usage stream's consumer."""
+    from django.conf import settings
+
     py = sys.executable
     celery = [py, "-m", "celery", "-A", "pool_admin"]
-    worker = ["--concurrency", "1", "--without-gossip", "--without-mingle"]
+    fetches = worker_options(settings.FETCH_QUEUE, settings.FETCH_WORKER_THREADS)
+    upkeep = worker_options(settings.CELERY_TASK_DEFAULT_QUEUE, settings.UPKEEP_WORKER_THREADS)
     return [
         ("web (granian)", web_command(bind)),
-        ("celery worker", [*celery, "worker", "--loglevel", "INFO", *worker]),
+        ("fetch worker", [*celery, "worker", "--loglevel", "INFO", "-n", "fetches@%h", *fetches]),
+        ("upkeep worker", [*celery, "worker", "--loglevel", "INFO", "-n", "upkeep@%h", *upkeep]),
         ("celery beat", [*celery, "beat", "--loglevel", "INFO"]),
         ("metrics consumer", [py, str(REPO_DIR / "manage.py"), "consume_metrics"]),
     ]

@@ -297,6 +297,16 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Vendor fetches have a queue and a worker of their own, many threads: a fetch waits on its
+# vendor (up to its upstream's deadline) and must hold up neither other accounts' fetches nor
+# the rechecks, sweeps and ownership expiry on the default queue (their own worker).
+# FETCH_WORKER_THREADS bounds the fetches in flight at once: keep it at least the sum of the
+# enabled accounts' fetch concurrency (the dispatch warns when it is not).
+FETCH_QUEUE = "fetches"
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_ROUTES = {"pool_admin.fetch_upstream": {"queue": FETCH_QUEUE}}
+FETCH_WORKER_THREADS = env_int("FETCH_WORKER_THREADS", 32, minimum=1, maximum=512)
+UPKEEP_WORKER_THREADS = env_int("UPKEEP_WORKER_THREADS", 4, minimum=1, maximum=64)
 HEARTBEAT_PERIOD = timedelta(seconds=30)
 # Usage aggregates (config/models/usage.py): minute rows roll up into hourly rows after
 # USAGE_ROLLUP_AFTER_HOURS, rows go after USAGE_RETENTION_DAYS, in batches every

@@ -229,7 +229,14 @@ class UpstreamAdmin(SimpleHistoryAdmin):
         ),
         (
             "Fetching",
-            {"fields": ("fetch_interval_s", "low_water_mark", "refill_cooldown_s")},
+            {
+                "fields": (
+                    "fetch_interval_s",
+                    "fetch_timeout_s",
+                    "low_water_mark",
+                    "refill_cooldown_s",
+                )
+            },
         ),
         (
             "Health check",

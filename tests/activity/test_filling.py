@@ -71,16 +71,15 @@ def test_fetched_proxies_are_checked_through_themselves_and_only_working_ones_ha
     dead = closed_port()
     check = CheckTarget(target.url())
     reports = []
-    with httpx.Client() as client:
-        for protocol, listed in (
-            ("http", webshare((http.port, "demo1", "pw1"), (dead, "demo1", "pw1"),
-                              (http.port, "demo9", "wrong"))),
-            ("socks5", webshare((socks.port, "demo2", "pw2"))),
-        ):  # fmt: skip
-            with vendor(listed) as url:
-                reports.append(fill(clock.now(), plan(url, protocol, check), pool=pool,
-                                    credentials=credentials, client=client, clock=clock,
-                                    operation_id=f"fill-{protocol}", proxy_budget=100))  # fmt: skip
+    for protocol, listed in (
+        ("http", webshare((http.port, "demo1", "pw1"), (dead, "demo1", "pw1"),
+                          (http.port, "demo9", "wrong"))),
+        ("socks5", webshare((socks.port, "demo2", "pw2"))),
+    ):  # fmt: skip
+        with vendor(listed) as url:
+            reports.append(fill(clock.now(), plan(url, protocol, check), pool=pool,
+                                credentials=credentials, clock=clock,
+                                operation_id=f"fill-{protocol}", proxy_budget=100))  # fmt: skip
     assert reports[0].reconcile.inserted == 3 and reports[0].checked == 3
     assert reports[0].states == {"available": 1, "unhealthy": 2}  # refused, wrong password
     assert reports[1].states == {"available": 1}
@@ -99,9 +98,9 @@ def test_fetched_proxies_are_checked_through_themselves_and_only_working_ones_ha
 
 def test_a_trusted_provider_skips_the_probe(pool_of):
     pool, credentials, clock = pool_of
-    with vendor(webshare((closed_port(), "x", "y"))) as url, httpx.Client() as client:
+    with vendor(webshare((closed_port(), "x", "y"))) as url:
         report = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
-                      client=client, clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
+                      clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
     assert (report.checked, report.states) == (0, {"available": 1})
     [proxy] = pool.extract(ExtractRequest(client_id="c1", count=1)).proxies
     assert proxy.username == "x"
@@ -117,10 +116,9 @@ def test_clients_failures_outweigh_a_trusted_provider_but_not_a_passing_check(
     listed = webshare((http.port, "demo1", "pw1"))  # Webshare's list: 5 minutes to live
 
     def trusted_fill(url: str, operation_id: str) -> FillReport:
-        with httpx.Client() as client:
-            return fill(clock.now(), plan(url, "http", None), pool=pool,
-                        credentials=credentials, client=client, clock=clock,
-                        operation_id=operation_id, proxy_budget=100)  # fmt: skip
+        return fill(clock.now(), plan(url, "http", None), pool=pool,
+                    credentials=credentials, clock=clock,
+                    operation_id=operation_id, proxy_budget=100)  # fmt: skip
 
     for turn in range(2):
         with vendor(listed) as url:
@@ -128,13 +126,13 @@ def test_clients_failures_outweigh_a_trusted_provider_but_not_a_passing_check(
         [proxy] = pool.extract(ExtractRequest(client_id="c1", count=1)).proxies
         pool.report_outcome(OutcomeReport("c1", proxy.proxy_id, Outcome.TIMEOUT, clock.now()))
         clock.advance(timedelta(minutes=6))  # expired: the vendor hands it out anew
-    with vendor(listed) as url, httpx.Client() as client:
+    with vendor(listed) as url:
         trusted = trusted_fill(url, "op2")
         assert (trusted.reconcile.suspect, trusted.health.ignored) == (1, 1)
         assert pool.extract(ExtractRequest(client_id="c1", count=1)).proxies == ()
         clock.advance(timedelta(minutes=6))
         checked = fill(clock.now(), plan(url, "http", CheckTarget(target.url())), pool=pool,
-                       credentials=credentials, client=client, clock=clock, operation_id="op3",
+                       credentials=credentials, clock=clock, operation_id="op3",
                        proxy_budget=100)  # fmt: skip
     assert (checked.reconcile.suspect, checked.states) == (1, {"available": 1})
     assert len(pool.extract(ExtractRequest(client_id="c1", count=1)).proxies) == 1
@@ -144,18 +142,18 @@ def test_a_full_upstream_and_a_spent_budget_ask_the_vendor_nothing(pool_of, prox
     pool, credentials, clock = pool_of
     http, _ = proxies
     listed = webshare(*[(http.port, f"demo{n}", "pw") for n in range(10)])
-    with vendor(listed) as url, httpx.Client() as client:
+    with vendor(listed) as url:
         first = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
-                     client=client, clock=clock, operation_id="op1", proxy_budget=100)  # fmt: skip
+                     clock=clock, operation_id="op1", proxy_budget=100)  # fmt: skip
         assert first.reconcile.inserted == 10 and len(url.asked) == 1  # max_size 10: full
         full = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
-                    client=client, clock=clock, operation_id="op2", proxy_budget=100)  # fmt: skip
+                    clock=clock, operation_id="op2", proxy_budget=100)  # fmt: skip
         assert (full.reconcile.deficit, full.reconcile.asked) == (0, 0) and full.health is None
         assert len(url.asked) == 1
     other = UpstreamTarget("other", 10, timedelta(seconds=5))
-    with vendor(listed) as url, httpx.Client() as client:
+    with vendor(listed) as url:
         spent = fill(clock.now(), replace(plan(url, "http", None), target=other), pool=pool,
-                     credentials=credentials, client=client, clock=clock, operation_id="op3",
+                     credentials=credentials, clock=clock, operation_id="op3",
                      proxy_budget=100, take_budget=lambda n: 0)  # fmt: skip
         assert spent.reconcile.asked == 0 and url.asked == []
 
@@ -163,9 +161,9 @@ def test_a_full_upstream_and_a_spent_budget_ask_the_vendor_nothing(pool_of, prox
 def test_a_response_ten_times_max_size_fills_to_max_size_only(pool_of):
     pool, credentials, clock = pool_of
     many = webshare(*[(20_000 + n, f"u{n}", f"p{n}") for n in range(100)])
-    with vendor(many) as url, httpx.Client() as client:
+    with vendor(many) as url:
         report = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
-                      client=client, clock=clock, operation_id="op", proxy_budget=1000)  # fmt: skip
+                      clock=clock, operation_id="op", proxy_budget=1000)  # fmt: skip
     assert (report.reconcile.asked, report.reconcile.received) == (10, 100)
     assert report.reconcile.inserted == 10 and report.reconcile.beyond_ask == 90
     assert pool.upstream_inventory("demo-http").managed == 10
@@ -187,11 +185,11 @@ def test_vendor_faults_are_typed_bounded_and_write_nothing(pool_of, path, error,
     pool, credentials, clock = pool_of
     limits = FetchLimits(total_timeout=1.0, read_timeout=1.0)
     fast = replace(plan("http://x/", "http", None), limits=limits)
-    with vendor_server() as base, httpx.Client() as client:
+    with vendor_server() as base:
         started = time.monotonic()
         with pytest.raises(error) as caught:
             fill(clock.now(), replace(fast, url=base + path), pool=pool, credentials=credentials,
-                 client=client, clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
+                 clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
         assert time.monotonic() - started < 5
     assert caught.value.next_step is step
     assert pool.upstream_inventory("demo-http").managed == 0
@@ -201,11 +199,11 @@ def test_a_vendor_saying_the_balance_is_gone_is_a_typed_refusal_to_disable(pool_
     pool, credentials, clock = pool_of
     options = UpstreamOptions("http", timedelta(minutes=5), 100, allow_local_hosts=True)
     refusing = {"code": -16, "msg": "订单已过期", "data": {}}  # Kuaidaili: order expired
-    with vendor(refusing) as url, httpx.Client() as client:
+    with vendor(refusing) as url:
         kdl = replace(plan(url, "http", None),
                       format=PRESETS["kuaidaili_getdps_json"].format(options))  # fmt: skip
         with pytest.raises(VendorError) as caught:
-            fill(clock.now(), kdl, pool=pool, credentials=credentials, client=client,
+            fill(clock.now(), kdl, pool=pool, credentials=credentials,
                  clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
     assert (caught.value.vendor_code, caught.value.next_step) == ("-16", NextStep.DISABLE)
     assert pool.upstream_inventory("demo-http").managed == 0
@@ -217,9 +215,9 @@ def test_entries_with_bad_ports_or_hosts_are_dropped_by_reason_and_the_rest_take
     bad_host = {"id": "x", "username": "g", "password": "h", "proxy_address": "not a host",
                 "port": 80, "valid": True}  # fmt: skip
     listed["results"].append(bad_host)
-    with vendor(listed) as url, httpx.Client() as client:
+    with vendor(listed) as url:
         report = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
-                      client=client, clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
+                      clock=clock, operation_id="op", proxy_budget=100)  # fmt: skip
     assert report.reconcile.inserted == 1
     assert sum(report.reconcile.dropped.values()) == 3
     assert set(report.reconcile.dropped) <= {DropReason.BAD_PORT, DropReason.BAD_HOST}
@@ -232,9 +230,9 @@ def test_a_proxy_that_cannot_be_checked_as_listed_is_unhealthy_not_a_failed_fetc
     pool, credentials, clock = pool_of
     _, socks = proxies
     listed = webshare((socks.port, "demo2", "pw2"), (socks.port, "u" * 256, "pw"))
-    with vendor(listed) as url, httpx.Client() as client:
+    with vendor(listed) as url:
         report = fill(clock.now(), plan(url, "socks5", CheckTarget(target.url())), pool=pool,
-                      credentials=credentials, client=client, clock=clock, operation_id="op",
+                      credentials=credentials, clock=clock, operation_id="op",
                       proxy_budget=100)  # fmt: skip
     assert report.reconcile.inserted == 2
     assert report.states == {"available": 1, "unhealthy": 1} and report.checked == 1

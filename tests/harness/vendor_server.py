@@ -4,10 +4,12 @@ socket, a real HTTP exchange, each fault on its own path.
 * ``/ok``: a small JSON answer; ``/echo``: the request's query and headers as JSON;
 * ``/status/N``: HTTP status N;
 * ``/trickle``: ``Content-Length: 1000``, then a byte every 0.1 s;
+* ``/drip``: ``Content-Length: 1000``, then a byte every 0.45 s (inside a 0.5 s read timeout);
 * ``/endless``: a chunked answer of 64 KiB chunks until the client goes;
 * ``/declared-huge``: ``Content-Length`` of 200 MB, then a few bytes and a pause;
 * ``/gzip``: a gzip-compressed answer, whatever the client asked;
-* ``/silent``: the request read, then no answer for 5 s.
+* ``/silent``: the request read, then no answer for 5 s;
+* ``/hang``: the request read, then no answer at all (until the server stops, 10 minutes at most).
 """
 
 from __future__ import annotations
@@ -51,11 +53,9 @@ class _Vendor(BaseHTTPRequestHandler):
             elif path.path == "/gzip":
                 self._send(200, gzip.compress(OK_BODY), Content_Encoding="gzip")
             elif path.path == "/trickle":
-                self._stream_head(Content_Length="1000")
-                for _ in range(1000):
-                    self.wfile.write(b"x")
-                    self.wfile.flush()
-                    time.sleep(0.1)
+                self._drip(bytes_=1000, every=0.1)
+            elif path.path == "/drip":
+                self._drip(bytes_=20, every=0.45)
             elif path.path == "/endless":
                 self._stream_head(Transfer_Encoding="chunked")
                 chunk = b"y" * 65536
@@ -68,8 +68,18 @@ class _Vendor(BaseHTTPRequestHandler):
                 time.sleep(5)
             elif path.path == "/silent":
                 time.sleep(5)
+            elif path.path == "/hang":
+                self.server.stopping.wait(600)  # type: ignore[attr-defined]
             else:
                 self._send(404, b"{}")
+
+    def _drip(self, bytes_: int, every: float) -> None:
+        """A ``Content-Length: 1000`` answer, ``bytes_`` of it sent, one byte each ``every`` s."""
+        self._stream_head(Content_Length="1000")
+        for _ in range(bytes_):
+            self.wfile.write(b"x")
+            self.wfile.flush()
+            time.sleep(every)
 
     def _stream_head(self, **headers: str) -> None:
         self.send_response(200)
@@ -84,10 +94,12 @@ def vendor_server() -> Iterator[str]:
     """The base URL of a vendor server on a free loopback port, for the block's duration."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Vendor)
     server.daemon_threads = True
+    server.stopping = threading.Event()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
+        server.stopping.set()  # type: ignore[attr-defined]
         server.shutdown()
         server.server_close()

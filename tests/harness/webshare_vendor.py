@@ -12,10 +12,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class VendorURL(str):
-    """The vendor's URL, the request paths it was asked, in order (``asked``), and the most
-    requests it was answering at once (``most_at_once``)."""
+    """The vendor's URL, the request paths it was asked, in order (``asked``), when each came
+    (``asked_at``, ``time.monotonic()``), and the most requests it was answering at once
+    (``most_at_once``)."""
 
     asked: list[str]
+    asked_at: list[float]
     most_at_once: int
 
 
@@ -37,6 +39,7 @@ def vendor(
         def do_GET(self) -> None:
             with lock:
                 asked.append(self.path)
+                url.asked_at.append(time.monotonic())
                 busy[0] += 1
                 url.most_at_once = max(url.most_at_once, busy[0])
             try:
@@ -61,7 +64,7 @@ def vendor(
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     url = VendorURL(f"http://127.0.0.1:{server.server_address[1]}/api/v2/proxy/list/")
-    url.asked, url.most_at_once = asked, 0
+    url.asked, url.asked_at, url.most_at_once = asked, [], 0
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -193,3 +193,23 @@ def test_a_static_list_is_read_from_its_credential_and_its_proxies_checked(tinyp
     assert report is not None and report.states == {"available": 1, "unhealthy": 1}
     [proxy] = get_pool().extract(ExtractRequest(client_id="c1", count=5)).proxies
     assert (proxy.username, proxy.password) == ("demo1", "pw1")
+
+
+def test_the_dispatch_warns_once_when_the_accounts_may_want_more_threads_than_there_are(
+    settings, caplog
+):
+    settings.FETCH_WORKER_THREADS = 3
+    for name, concurrency in (("a1", 2), ("a2", 2)):
+        account = ProviderAccount.objects.create(name=name, fetch_concurrency=concurrency)
+        Upstream.objects.create(
+            name=f"{name}-up", account=account, kind="preset", preset="webshare_list",
+            endpoint_url="http://127.0.0.1:9/",
+        )  # fmt: skip
+    with caplog.at_level("WARNING", logger="pool_admin.filling"):
+        filling.dispatch(filling.now(), lambda payload: None)
+        filling.dispatch(filling.now(), lambda payload: None)
+    said = [r.getMessage() for r in caplog.records if "FETCH_WORKER_THREADS" in r.getMessage()]
+    assert said == [
+        "the enabled accounts may run 4 fetches at once, the fetch worker 3 "
+        "(FETCH_WORKER_THREADS): a slow vendor may delay other accounts' fetches"
+    ]

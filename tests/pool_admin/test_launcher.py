@@ -80,7 +80,8 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         assert get(f"http://{web}/static/admin/css/base.css")[0] == 200  # whitenoise
 
         started = dict(re.findall(r"started (.+?) pid=(\d+)", "".join(lines)))
-        children = {"web (granian)", "celery worker", "celery beat", "metrics consumer"}
+        children = {"web (granian)", "fetch worker", "upkeep worker", "celery beat",
+                    "metrics consumer"}  # fmt: skip
         assert {"redis-server", "postgres", *children} <= set(started)
         groups = {g for g in (pgid_of(int(pid)) for pid in started.values()) if g}
 
@@ -101,3 +102,32 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         if proc.stdout:
             proc.stdout.close()
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def test_fetches_and_upkeep_run_on_workers_of_their_own():
+    """A vendor call holds its fetch's thread up to its deadline: fetches go to the fetch
+    worker's queue, a thread each; dispatches, rechecks, sweeps and ownership expiry to the
+    upkeep worker's, so no fetch delays them (issue 22)."""
+    from django.conf import settings
+
+    from pool_admin.celery import app
+    from pool_admin.launcher import child_commands
+
+    def queue_of(task: str) -> str:
+        return app.amqp.router.route({}, task, args=(), kwargs={})["queue"].name
+
+    assert queue_of("pool_admin.fetch_upstream") == settings.FETCH_QUEUE
+    upkeep = ("dispatch_fetches", "dispatch_checks", "check_upstream", "sweep_pool",
+              "expire_ownership", "heartbeat", "keep_usage_bounded")  # fmt: skip
+    for task in upkeep:
+        assert queue_of(f"pool_admin.{task}") == settings.CELERY_TASK_DEFAULT_QUEUE != "fetches"
+    commands = dict(child_commands("127.0.0.1:8000"))
+
+    def option(argv: list[str], name: str) -> str:
+        return argv[argv.index(name) + 1]
+
+    fetch, upkeep_worker = commands["fetch worker"], commands["upkeep worker"]
+    assert (option(fetch, "-Q"), option(fetch, "--pool")) == (settings.FETCH_QUEUE, "threads")
+    assert option(fetch, "--concurrency") == str(settings.FETCH_WORKER_THREADS)
+    assert option(upkeep_worker, "-Q") == settings.CELERY_TASK_DEFAULT_QUEUE
+    assert option(upkeep_worker, "--pool") == "threads"

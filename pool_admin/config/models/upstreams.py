@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
+from activity.providers.fetch import MAX_TOTAL_TIMEOUT
 from activity.providers.generic import json_reader, text_reader
 from activity.providers.presets import PRESETS, Format, UpstreamOptions
 from pool_admin.config.models.accounts import ProviderAccount
@@ -144,6 +145,14 @@ class Upstream(ConfigModel):
         validators=bounds(1, 86_400),
         help_text="How often it is fetched when nothing asks for a fetch sooner.",
     )
+    fetch_timeout_s = models.PositiveIntegerField(
+        "vendor call deadline (s)",
+        default=20,
+        validators=bounds(1, int(MAX_TOTAL_TIMEOUT)),
+        help_text="A call to the vendor's API is cut off this long after it was sent, whatever "
+        "the vendor does (hangs, trickles); it then counts as a failed fetch. Only this "
+        "upstream's fetch waits meanwhile.",
+    )
     low_water_mark = models.PositiveIntegerField(
         default=0,
         validators=bounds(0, 1_000_000),
@@ -224,6 +233,12 @@ class Upstream(ConfigModel):
         ttl, margin = self.default_ttl_s, self.safety_margin_s
         if _ints(ttl, margin) and margin >= ttl:
             errors["safety_margin_s"] = "Must be shorter than the default proxy TTL."
+        deadline = self.fetch_timeout_s
+        if _ints(deadline, ttl) and deadline * 2 > ttl:
+            errors["fetch_timeout_s"] = (
+                "Must be at most half the default proxy TTL: a call that takes longer spends "
+                "that much of its proxies' life."
+            )
         timeout, interval = self.check_timeout_ms, self.check_interval_s
         if _ints(timeout, interval) and timeout > interval * 1000:
             errors["check_timeout_ms"] = "Must not exceed the check interval."

@@ -7,7 +7,6 @@ import json
 import time
 from datetime import UTC, datetime
 
-import httpx
 import pytest
 
 from activity.clock import ManualClock
@@ -29,13 +28,12 @@ SECRET = "k3y-s3cr3t"
 
 @pytest.fixture(scope="module")
 def vendor():
-    with vendor_server() as base, httpx.Client() as client:
-        yield base, client
+    with vendor_server() as base:
+        yield base
 
 
-def get(vendor, path: str, limits: FetchLimits = LIMITS, **options):
-    base, client = vendor
-    return fetch(client, f"{base}{path}", clock=ManualClock(SENT), limits=limits, **options)
+def get(base: str, path: str, limits: FetchLimits = LIMITS, **options):
+    return fetch(f"{base}{path}", clock=ManualClock(SENT), limits=limits, **options)
 
 
 def test_an_answer_with_its_status_body_and_the_moment_it_was_sent(vendor):
@@ -67,8 +65,28 @@ def test_an_answer_that_trickles_is_cut_off_by_the_total_timeout(vendor):
     with pytest.raises(FetchFailed) as caught:
         get(vendor, f"/trickle?key={SECRET}")
     took = time.monotonic() - started
-    assert LIMITS.total_timeout <= took < LIMITS.total_timeout + LIMITS.read_timeout + 0.5
+    assert LIMITS.total_timeout <= took < LIMITS.total_timeout + 0.3
     assert SECRET not in str(caught.value) and caught.value.__cause__ is None
+
+
+def test_a_byte_just_inside_each_read_timeout_is_cut_off_at_the_deadline_itself(vendor):
+    """A byte every 0.45 s never trips the 0.5 s read timeout: the deadline cuts it at 1.5 s,
+    not at the first byte after it."""
+    started = time.monotonic()
+    with pytest.raises(FetchFailed) as caught:
+        get(vendor, f"/drip?key={SECRET}")
+    took = time.monotonic() - started
+    assert LIMITS.total_timeout <= took < LIMITS.total_timeout + 0.2
+    assert "1.5 s" in str(caught.value) and SECRET not in str(caught.value)
+
+
+def test_a_vendor_silent_for_longer_than_the_deadline_is_cut_off_at_the_deadline(vendor):
+    """Its read timeout (5 s) is longer than its deadline (1 s): the deadline wins."""
+    limits = FetchLimits(connect_timeout=1, read_timeout=5, total_timeout=1, max_bytes=100)
+    started = time.monotonic()
+    with pytest.raises(FetchFailed):
+        get(vendor, "/silent", limits)
+    assert time.monotonic() - started < 1.2
 
 
 def test_an_endless_answer_is_cut_off_at_max_bytes(vendor):
@@ -97,13 +115,12 @@ def test_a_vendor_that_never_answers_fails_after_the_read_timeout(vendor):
 
 
 def test_a_vendor_that_cannot_be_reached_is_typed_without_the_url(vendor):
-    _, client = vendor
     with pytest.raises(FetchFailed) as caught:  # nothing listens on port 9 of loopback
-        fetch(client, f"http://127.0.0.1:9/{SECRET}", clock=ManualClock(SENT), limits=LIMITS)
+        fetch(f"http://127.0.0.1:9/{SECRET}", clock=ManualClock(SENT), limits=LIMITS)
     assert SECRET not in str(caught.value) and caught.value.__cause__ is None
 
 
 def test_limits_out_of_their_bounds_are_refused():
-    for bad in ({"read_timeout": 0}, {"total_timeout": 301}, {"max_bytes": 0}):
+    for bad in ({"read_timeout": 0}, {"total_timeout": 121}, {"max_bytes": 0}):
         with pytest.raises(ValueError):
             FetchLimits(**bad)  # type: ignore[arg-type]

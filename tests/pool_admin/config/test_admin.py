@@ -146,6 +146,7 @@ def upstream_form(**overrides):
         "safety_margin_s": "5",
         "max_size": "1000",
         "fetch_interval_s": "30",
+        "fetch_timeout_s": "20",
         "low_water_mark": "0",
         "refill_cooldown_s": "10",
         "check_url": "https://check.example/204",

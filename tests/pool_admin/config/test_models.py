@@ -86,6 +86,9 @@ def test_token_rule_refuses_what_the_pool_refuses(value):
         ({"request_params": {"X-Auth": "abc"}}, "request_params", "looks like a secret"),
         ({"request_params": {"nested": {"a": 1}}}, "request_params", "must be a string"),
         ({"check_url": "gopher://x.example/"}, "check_url", "http"),
+        ({"fetch_timeout_s": 0}, "fetch_timeout_s", "greater than or equal to 1"),
+        ({"fetch_timeout_s": 121}, "fetch_timeout_s", "less than or equal to 120"),
+        ({"fetch_timeout_s": 31, "default_ttl_s": 60}, "fetch_timeout_s", "half the default"),
     ],
 )
 def test_upstream_validation_errors_name_the_field_and_save_nothing(fields, field, message):
