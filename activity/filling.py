@@ -30,8 +30,10 @@ from activity.credentials import (
     SecretRef,
 )
 from activity.providers.entries import ParsedResponse
+from activity.providers.errors import VendorError
 from activity.providers.fetch import FetchLimits, fetch
 from activity.providers.presets import Format
+from activity.providers.redaction import RequestSecrets
 from activity.reconciler import Reconciler, ReconcileResult, UpstreamTarget
 from activity.types import (
     FetchedBatch,
@@ -74,6 +76,13 @@ class UpstreamFill:
     #: A fixed list to read instead of asking a vendor (a static-list upstream): never in a
     #: repr, it holds the proxies' logins.
     static_body: bytes | None = field(default=None, repr=False)
+    #: The account's credential material, whether or not the request sends it as it is: a
+    #: vendor's text is redacted of it (and of every parameter and header value).
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+    def request_secrets(self) -> RequestSecrets:
+        """What the vendor's answers must not repeat: the credential, the request's values."""
+        return RequestSecrets((*self.secrets, *self.params.values(), *self.headers.values()))
 
 
 @dataclass
@@ -192,6 +201,7 @@ class _Recorded:
 
 
 def _ask(plan: UpstreamFill, clock: Clock, count: int) -> ParsedResponse:
+    """The vendor's answer, parsed; its own error redacted of what the request carried."""
     if plan.static_body is not None:  # the list is here: read it, ask nobody
         return plan.format.parse(plan.static_body, clock.now())
     params = dict(plan.params)
@@ -199,7 +209,13 @@ def _ask(plan: UpstreamFill, clock: Clock, count: int) -> ParsedResponse:
         params[plan.count_param] = str(count)
     answer = fetch(plan.url, clock=clock, limits=plan.limits, params=params,
                    headers=plan.headers)  # fmt: skip
-    return plan.format.parse(answer.body, answer.sent_at)
+    try:
+        return plan.format.parse(answer.body, answer.sent_at)
+    except VendorError as said:
+        redacted = said.redacted(plan.request_secrets())
+    # Raised here, not in the except clause: there it would carry the vendor's own error,
+    # secret and all, as its context.
+    raise redacted
 
 
 def _endpoints(

@@ -302,8 +302,10 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
     params = {str(k): _param(v) for k, v in (upstream.request_params or {}).items()}
     headers: dict[str, str] = {}
     credential = upstream.account.credential
+    secrets: tuple[str, ...] = ()
     if credential is not None and (upstream.credential_param or upstream.credential_header):
         secret = credential.reveal()
+        secrets = (secret,)
         if upstream.credential_param:
             params[upstream.credential_param] = secret
         if upstream.credential_header:
@@ -324,6 +326,7 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
         check_timeout=upstream.check_timeout_ms / 1000,
         check_concurrency=CHECK_CONCURRENCY,
         static_body=static,
+        secrets=secrets,
     )
 
 

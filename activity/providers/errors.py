@@ -2,16 +2,24 @@
 
 A fetch either parses (possibly with some entries dropped, each counted by its reason) or fails
 with one of these, and then nothing is written. Messages never hold a credential or a response
-body: a vendor's own message is kept short and stripped of control characters.
+body: a vendor's own message is kept short and stripped of control characters, and the fetch
+takes every value its request carried out of it (``VendorError.redacted``) before anyone sees
+it: vendors quote the key they were sent.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-#: The most of a vendor's message kept in an error (vendor messages can carry the caller's IP,
-#: never a credential, but a body is not a message).
+if TYPE_CHECKING:
+    from activity.providers.redaction import RequestSecrets
+
+#: The most of a vendor's message kept in an error (a body is not a message).
 MAX_VENDOR_MESSAGE = 200
+#: What of a vendor's code and message an error keeps until it is redacted: enough that a
+#: value quoted near the cut is still whole (credentials are far shorter).
+_MAX_SAID = MAX_VENDOR_MESSAGE * 10
 
 
 class NextStep(StrEnum):
@@ -42,10 +50,19 @@ class VendorError(ProviderError):
     code = "vendor_error"
 
     def __init__(self, vendor_code: str, message: str, next_step: NextStep) -> None:
+        # What the vendor said, before it is cut short: a value it quotes is redacted whole
+        # (``redacted``), not after a cut left only its start.
+        self._said = (vendor_code[:_MAX_SAID], message[:_MAX_SAID])
         self.vendor_code = clean_message(vendor_code)[:32]
         self.vendor_message = clean_message(message)
         self.next_step = next_step
         super().__init__(f"vendor error {self.vendor_code}: {self.vendor_message}")
+
+    def redacted(self, secrets: RequestSecrets) -> VendorError:
+        """The same error with every value the request carried taken out of what the vendor
+        said (the only vendor-supplied text an error holds)."""
+        code, message = self._said
+        return VendorError(secrets.redact(code), secrets.redact(message), self.next_step)
 
 
 def clean_message(message: str) -> str:

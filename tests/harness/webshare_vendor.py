@@ -7,8 +7,9 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
 
 
 class VendorURL(str):
@@ -21,13 +22,19 @@ class VendorURL(str):
     most_at_once: int
 
 
+Document = dict | bytes
+
+
 @contextlib.contextmanager
 def vendor(
-    document: dict | bytes, *, delay: float = 0.0, hold: threading.Event | None = None
+    document: Document | Callable[[dict[str, str]], Document],
+    *,
+    delay: float = 0.0,
+    hold: threading.Event | None = None,
 ) -> Iterator[VendorURL]:
     """A vendor API answering every GET with ``document`` as JSON (or, as bytes, as plain
-    text), ``delay`` seconds after the request came, and not before ``hold`` is set (at most
-    30 s) when one is given; its URL."""
+    text; as a function, what it makes of the request's query), ``delay`` seconds after the
+    request came, and not before ``hold`` is set (at most 30 s) when one is given; its URL."""
     asked: list[str] = []
     lock = threading.Lock()
     busy = [0]
@@ -54,8 +61,10 @@ def vendor(
                     busy[0] -= 1
 
         def _answer(self) -> None:
-            text = isinstance(document, bytes)
-            body = document if isinstance(document, bytes) else json.dumps(document).encode()
+            query = dict(parse_qsl(urlsplit(self.path).query))
+            answer = document(query) if callable(document) else document
+            text = isinstance(answer, bytes)
+            body = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
             self.send_response(200)
             self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(body)))
