@@ -29,10 +29,15 @@ from typing import Protocol
 from activity._checks import digest
 from activity.credentials import CredentialVersion
 from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
-from activity.types import FetchedBatch, FetchedProxy, UpsertResult
+from activity.types import FetchedBatch, FetchedProxy, PoolOptions, UpsertResult
 
 #: Proxies per upsert call: the pool's own script batch, so one call is one script.
 DEFAULT_CHUNK = 500
+#: How much of the pool's ``max_proxy_ttl`` a proxy's lifetime in the pool stays under: the
+#: pool checks the lifetime on its own clock (Redis's), which may run behind ours.
+LIFETIME_CLOCK_MARGIN = timedelta(minutes=1)
+#: The longest a proxy lives in the pool from the fetch that listed it (see UpstreamTarget).
+MAX_LIFETIME = PoolOptions().max_proxy_ttl - LIFETIME_CLOCK_MARGIN
 
 
 class ReconcilerPool(Protocol):
@@ -54,6 +59,12 @@ class UpstreamTarget:
     safety_margin: timedelta
     #: Connections one of its proxies takes at once (the vendor's limit per proxy).
     max_concurrency: int = 1
+    #: The longest a proxy lives in the pool, from the fetch that listed it: a vendor's
+    #: expiry past it (Proxy-Seller's 30-day proxies) is cut to it, and the next fetch that
+    #: lists the proxy again renews it (a refresh takes the new expiry). The pool holds no
+    #: record longer than its ``max_proxy_ttl`` (bounded everything), and a proxy the vendor
+    #: stops listing must not outlive it by weeks; one it keeps listing never expires early.
+    max_lifetime: timedelta = MAX_LIFETIME
 
 
 @dataclass(slots=True)
@@ -172,7 +183,7 @@ class Reconciler:
             entries.append(entry)
         duplicates = len(parsed.entries) - len(entries)
         entries = entries[:keep]
-        proxies = [self._proxy(target, entry) for entry in entries]
+        proxies = [self._proxy(target, entry, now) for entry in entries]
         batches = tuple(
             FetchedBatch(
                 upstream_id=target.upstream_id,
@@ -204,7 +215,9 @@ class Reconciler:
                 break  # full: the batches after it would only be refused
         return result
 
-    def _proxy(self, target: UpstreamTarget, entry: ProxyEntry) -> FetchedProxy:
+    def _proxy(
+        self, target: UpstreamTarget, entry: ProxyEntry, fetched_at: datetime
+    ) -> FetchedProxy:
         secret_ref = None
         if entry.username is not None and entry.password is not None:
             secret_ref = self.credentials.put(entry.username, entry.password).ref
@@ -214,7 +227,7 @@ class Reconciler:
             host=entry.host,
             port=entry.port,
             protocol=entry.protocol,
-            expires_at=entry.expires_at,
+            expires_at=min(entry.expires_at, fetched_at + target.max_lifetime),
             region=entry.region,
             carrier=entry.carrier,
             max_concurrency=target.max_concurrency,

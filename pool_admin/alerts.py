@@ -33,6 +33,7 @@ THRESHOLDS = {
     Alert.Kind.VENDOR_REFUSES: 1,
     Alert.Kind.CHECKS_FAILING: 3,
     Alert.Kind.LOW_INVENTORY: 5,
+    Alert.Kind.NOTHING_TAKEN: 3,
 }
 
 

@@ -213,9 +213,11 @@ def run_fetch(payload: dict[str, Any]) -> FillReport | None:
             _emit_usage(upstream.name, report)
             logger.log(
                 logging.INFO if report.reconcile.asked else logging.DEBUG,
-                "fetch %s: asked %d, inserted %d, refreshed %d, checked %d, states %s",
-                upstream.name, report.reconcile.asked, report.reconcile.inserted,
-                report.reconcile.refreshed, report.checked, report.states,
+                "fetch %s: asked %d, received %d, inserted %d, refreshed %d, dropped %s, "
+                "checked %d, states %s",
+                upstream.name, report.reconcile.asked, report.reconcile.received,
+                report.reconcile.inserted, report.reconcile.refreshed, drops_of(report),
+                report.checked, report.states,
             )  # fmt: skip
     except ProviderError as exc:
         wait = _WAIT_INTERVALS[exc.next_step]
@@ -262,17 +264,24 @@ def _emit_usage(upstream: str, report: FillReport) -> None:
     r = report.reconcile
     if not r.asked:
         return
+    emit_event("fetch", upstream=upstream, received=r.received, inserted=r.inserted,
+               refreshed=r.refreshed, available=report.states.get("available", 0),
+               dropped=drops_of(report))  # fmt: skip
+    if report.checked:
+        emit_event("check", upstream=upstream, source="intake", states=report.states,
+                   latency_ms=report.latency_ms, timed=report.timed)  # fmt: skip
+
+
+def drops_of(report: FillReport) -> dict[str, int]:
+    """What of a vendor's answer the pool did not take, by reason (the parser's and the
+    pool's), only the reasons that occurred."""
+    r = report.reconcile
     dropped = {reason.value: n for reason, n in r.dropped.items()}
     dropped |= {"beyond_ask": r.beyond_ask, "duplicate": r.duplicates,
                 "over_capacity": r.over_capacity, "conflict": r.conflicts,
                 "quarantined": r.quarantined, "rejected": r.rejected,
                 "terminal": r.skipped_terminal}  # fmt: skip
-    emit_event("fetch", upstream=upstream, received=r.received, inserted=r.inserted,
-               refreshed=r.refreshed, available=report.states.get("available", 0),
-               dropped={reason: n for reason, n in dropped.items() if n})  # fmt: skip
-    if report.checked:
-        emit_event("check", upstream=upstream, source="intake", states=report.states,
-                   latency_ms=report.latency_ms, timed=report.timed)  # fmt: skip
+    return {reason: n for reason, n in dropped.items() if n}
 
 
 def _record_alerts(upstream: Upstream, report: FillReport) -> None:
@@ -282,6 +291,11 @@ def _record_alerts(upstream: Upstream, report: FillReport) -> None:
         return
     alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=False)
     alerts.record(upstream, Alert.Kind.VENDOR_REFUSES, failed=False)
+    r = report.reconcile
+    taken = r.inserted + r.refreshed
+    dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(drops_of(report).items()))
+    detail = f"received {r.received}, taken 0" + (f": {dropped}" if dropped else "")
+    alerts.record(upstream, Alert.Kind.NOTHING_TAKEN, failed=taken == 0, detail=detail)
     if report.checked >= 4:  # too few checks say nothing about a rate
         bad = report.states.get("unhealthy", 0) + report.states.get("suspect", 0)
         share = f"{bad} of {report.checked} fetched proxies failed their check"

@@ -246,3 +246,39 @@ def test_a_proxy_that_cannot_be_checked_as_listed_is_unhealthy_not_a_failed_fetc
 def test_an_intake_check_costs_at_most_a_twentieth_of_a_short_life(configured, remaining, expected):
     """research/providers.md 5.2: a 30 s proxy gets 1.5 s, not the upstream's 5 s."""
     assert intake_timeout(configured, remaining) == pytest.approx(expected)
+
+
+def proxy_seller(ports: list[int], date_end: str) -> dict:
+    items = [
+        {"id": str(n), "ip": "127.0.0.1", "protocol": "HTTP", "port_http": port,
+         "port_socks": port + 1, "login": f"l{n}", "password": "pw", "country": "DE",
+         "date_end": date_end}
+        for n, port in enumerate(ports)
+    ]  # fmt: skip
+    return {"status": "success", "data": {"items": items}, "errors": []}
+
+
+def test_proxies_that_live_for_weeks_fill_the_pool_and_each_listing_renews_them(pool_of):
+    """Proxy-Seller's 30-day proxies: each lives in the pool at most its maximum (a day, less
+    a minute for clocks) from the fetch that listed it, and the next listing renews it
+    (before: every one was refused as "rejected" and the upstream stayed at 0)."""
+    pool, credentials, clock = pool_of
+    ends = (clock.now() + timedelta(days=30)).strftime("%d.%m.%Y")
+    options = UpstreamOptions("http", timedelta(minutes=5), 100, allow_local_hosts=True)
+    seller = replace(plan("http://x/", "http", None),
+                     format=PRESETS["proxy_seller_list"].format(options))  # fmt: skip
+    lifetime = PoolOptions().max_proxy_ttl - timedelta(minutes=1)
+    with vendor(proxy_seller([20_001, 20_011, 20_021], ends)) as url:
+        first = fill(clock.now(), replace(seller, url=url), pool=pool, credentials=credentials,
+                     clock=clock, operation_id="op1", proxy_budget=100)  # fmt: skip
+        assert (first.reconcile.inserted, first.reconcile.rejected) == (3, 0)
+        [proxy] = pool.extract(ExtractRequest(client_id="c1", count=1)).proxies
+        assert proxy.expires_at == clock.now() + lifetime
+        clock.advance(timedelta(hours=20))
+        again = fill(clock.now(), replace(seller, url=url), pool=pool, credentials=credentials,
+                     clock=clock, operation_id="op2", proxy_budget=100)  # fmt: skip
+    assert again.reconcile.refreshed == 2  # the extracted one is the client's now
+    clock.advance(timedelta(hours=20))  # 40 h after the first fetch, 20 h after the renewal
+    assert pool.upstream_inventory("demo-http").managed == 2
+    assert len(pool.extract(ExtractRequest(client_id="c2", count=5,
+                                           mode=ExtractMode.PARTIAL)).proxies) == 2  # fmt: skip

@@ -102,3 +102,54 @@ def test_a_vendor_that_keeps_failing_opens_an_alert_and_its_recovery_closes_it(
         fetch_now()
     alert.refresh_from_db()
     assert alert.closed_at is not None
+
+
+def fetch_now(account: str, upstream: str) -> None:
+    """A fetch of ``upstream`` now, as beat's dispatch and the fetch task run it."""
+    filling.scheduler().request(filling.now(), account, upstream, timedelta(0))
+    claims: list[dict] = []
+    assert filling.dispatch(filling.now(), claims.append) == 1
+    filling.run_fetch(claims[0])
+
+
+@pytest.mark.parametrize(
+    ("preset", "answer", "detail"),
+    [
+        # A text vendor answering 200 with nothing, again and again.
+        ("kuaidaili_getdps_text", b"", "received 0, taken 0"),
+        # Entries the parser cannot take: every one dropped, by its reason.
+        ("webshare_list", webshare((0, "a", "b"), (70_000, "c", "d")),
+         "received 0, taken 0: bad_port 2"),
+    ],
+)  # fmt: skip
+def test_fetches_answered_with_nothing_the_pool_takes_open_an_alert(
+    filling_pool, preset, answer, detail
+):
+    """Before: such an upstream stayed at 0 proxies with every indicator green."""
+    account = ProviderAccount.objects.create(name="acme")
+    with vendor(answer) as url:
+        Upstream.objects.create(
+            name="acme-up", account=account, kind="preset", preset=preset, endpoint_url=url,
+            allow_local_hosts=True, trust_provider=True,
+        )  # fmt: skip
+        for _ in range(alerts.THRESHOLDS[Alert.Kind.NOTHING_TAKEN]):
+            fetch_now("acme", "acme-up")
+    alert = Alert.objects.get(kind=Alert.Kind.NOTHING_TAKEN)
+    assert alert.opened_at is not None and alert.detail == detail
+    assert not Alert.objects.filter(kind=FAILING).exists()  # the vendor answered
+
+
+def test_a_fetch_the_pool_takes_from_closes_the_nothing_taken_alert(filling_pool):
+    account = ProviderAccount.objects.create(name="acme")
+    with vendor(webshare((0, "a", "b"))) as empty, vendor(webshare((20_001, "a", "b"))) as listing:
+        upstream = Upstream.objects.create(
+            name="acme-up", account=account, kind="preset", preset="webshare_list",
+            endpoint_url=empty, allow_local_hosts=True, trust_provider=True,
+        )  # fmt: skip
+        for _ in range(alerts.THRESHOLDS[Alert.Kind.NOTHING_TAKEN]):
+            fetch_now("acme", "acme-up")
+        upstream.endpoint_url = listing
+        upstream.save()
+        fetch_now("acme", "acme-up")
+    alert = Alert.objects.get(kind=Alert.Kind.NOTHING_TAKEN)
+    assert alert.opened_at is not None and alert.closed_at is not None

@@ -18,6 +18,7 @@ class Alert(models.Model):
         )
         CHECKS_FAILING = "checks_failing", "Most fetched proxies fail their check"
         LOW_INVENTORY = "low_inventory", "Inventory stays under the low-water mark"
+        NOTHING_TAKEN = "nothing_taken", "Fetches are answered, but the pool takes nothing"
 
     upstream = models.ForeignKey(Upstream, on_delete=models.CASCADE, related_name="alerts")
     kind = models.CharField(max_length=20, choices=Kind)
