@@ -14,8 +14,9 @@ from datetime import datetime, timedelta
 from activity._time import span_ms, to_ms
 from activity.errors import InvalidRequest
 
-#: Labels (upstream, client and worker IDs, regions, carriers) become parts of Redis key names,
-#: so the pool refuses any other shape (InvalidRequest); the admin validates the same pattern.
+#: Labels (upstream, client and worker IDs) become parts of Redis key names, so the pool
+#: refuses any other shape (InvalidRequest); the admin validates the same pattern. A proxy's
+#: region and carrier are vendors' words instead: activity/labels.py.
 LABEL_MAX_LENGTH = 64
 LABEL_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._:@+-]{{0,{LABEL_MAX_LENGTH - 1}}}"
 _TOKEN = re.compile(LABEL_PATTERN)

@@ -6,6 +6,7 @@ import re
 
 from activity._checks import MAX_COUNTER, count
 from activity.errors import InvalidBatch, InvalidRequest
+from activity.labels import MAX_LABEL, BadLabel, label_key
 from activity.types import PoolOptions
 
 _NO_SPACE = re.compile(r"\S+")  # C-speed: text() runs several times per upserted proxy
@@ -49,3 +50,14 @@ def limit(value: object, options: PoolOptions, what: str = "limit") -> int:
 
 def epoch(value: object, what: str = "epoch") -> int:
     return count(value, what, low=0, high=MAX_COUNTER)
+
+
+def filter_key(value: object, what: str) -> str:
+    """A region or carrier asked for, in its matching form (activity/labels.py): ``us`` finds
+    proxies labelled ``US``."""
+    try:
+        if isinstance(value, str):
+            return label_key(value)
+    except BadLabel:
+        pass
+    raise InvalidRequest(f"{what} must be a label: 1-{MAX_LABEL} printable characters")

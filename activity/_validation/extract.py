@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from activity._checks import count, digest, duration_ms, token
 from activity._time import span_ms
-from activity._validation.common import text
+from activity._validation.common import filter_key, text
 from activity.errors import InvalidRequest
 from activity.types import (
     PROTOCOLS,
@@ -93,7 +93,11 @@ def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
     filters = []
     for dim in FILTER_DIMENSIONS:
         value = getattr(request.filters, dim)
-        if value is not None:
+        if value is None:
+            continue
+        if dim in ("region", "carrier"):  # vendors' words, matched in one form
+            filters.append((dim, filter_key(value, f"filters.{dim}")))
+        else:
             filters.append((dim, token(value, f"filters.{dim}")))
     if request.filters.protocol is not None and request.filters.protocol not in PROTOCOLS:
         raise InvalidRequest(f"filters.protocol must be one of {sorted(PROTOCOLS)}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from activity._checks import MAX_MS, count, token
-from activity._validation.common import text
+from activity._validation.common import filter_key, text
 from activity.errors import InvalidRequest
 from activity.inspection import MAX_BUDGET, MAX_PAGE, BrowseQuery
 from activity.types import PoolOptions, ProxyState
@@ -28,9 +28,11 @@ def prepare_browse(query: object, options: PoolOptions) -> PreparedBrowse:
     if not isinstance(query, BrowseQuery):
         raise InvalidRequest("query must be a BrowseQuery")
     labels = {}
-    for name in ("upstream", "region", "carrier"):
+    upstream = query.upstream
+    labels["upstream"] = "" if upstream is None else token(upstream, "upstream")
+    for name in ("region", "carrier"):
         value = getattr(query, name)
-        labels[name] = "" if value is None else token(value, name)
+        labels[name] = "" if value is None else filter_key(value, name)
     protocol = "" if query.protocol is None else text(query.protocol, "protocol", options)
     if query.state is not None and not isinstance(query.state, ProxyState):
         raise InvalidRequest("state must be a ProxyState")

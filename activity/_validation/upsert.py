@@ -9,11 +9,12 @@ from datetime import UTC, datetime
 
 import orjson
 
-from activity._checks import MAX_MS, aware_ms, count, digest, duration_ms, is_token, token
+from activity._checks import MAX_MS, aware_ms, count, digest, duration_ms, token
 from activity._time import span_ms, to_ms
 from activity._validation.common import MAX_CONCURRENCY, is_text, once, text
 from activity.credentials import Credential, CredentialResolver, CredentialUnavailable, SecretRef
 from activity.errors import InvalidBatch, InvalidRequest, StoreUnavailable
+from activity.labels import MAX_LABEL, BadLabel, clean_label, label_key
 from activity.types import (
     HEALTH_STATES,
     PROTOCOLS,
@@ -55,6 +56,10 @@ class PreparedProxy:
     username: str | None
     password: str | None
     labels: tuple[tuple[str, str], ...]
+    #: The region's and carrier's matching form (activity/labels.py): what the indexes and
+    #: filters use; the labels themselves are kept as the vendor sent them.
+    region_key: str | None = None
+    carrier_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +137,8 @@ def prepare_batch(
         if proxy.secret_ref is not None and not isinstance(proxy.secret_ref, SecretRef):
             raise InvalidBatch(f"proxies[{index}].secret_ref must be a SecretRef")
         region, carrier = proxy.region, proxy.carrier
-        if region is not None and not is_token(region):
-            token(region, f"proxies[{index}].region", InvalidBatch)
-        if carrier is not None and not is_token(carrier):
-            token(carrier, f"proxies[{index}].carrier", InvalidBatch)
+        region_key = None if region is None else _label_key(region, index, "region")
+        carrier_key = None if carrier is None else _label_key(carrier, index, "carrier")
         concurrency = proxy.max_concurrency
         if type(concurrency) is not int or not 1 <= concurrency <= MAX_CONCURRENCY:
             count(concurrency, f"proxies[{index}].max_concurrency", low=1,
@@ -170,7 +173,8 @@ def prepare_batch(
             username, password = credential.username, credential.password
         accepted.append(
             PreparedProxy(pid, index, key_digest, host, port, proxy.protocol, region, carrier,
-                          concurrency, expires_ms, usable_ms, username, password, labels)
+                          concurrency, expires_ms, usable_ms, username, password, labels,
+                          region_key, carrier_key)
         )  # fmt: skip
     content = orjson.dumps([upstream_id, max_size, margin_ms, raw]).decode()
     return PreparedBatch(
@@ -203,6 +207,21 @@ def _resolve(resolver: CredentialResolver, ref: SecretRef) -> Credential | None:
         return None
     except Exception as exc:  # any other failure is the store's, not this candidate's
         raise StoreUnavailable("the credentials store failed; nothing was written") from exc
+
+
+def _label_key(value: object, index: int, name: str) -> str:
+    """A region's or carrier's matching form; the label must be kept as it is (clean)."""
+    if type(value) is str and value.isascii() and value.isalnum() and len(value) <= MAX_LABEL:
+        return value.lower()  # the usual label: clean as it is, its key at once
+    try:
+        if isinstance(value, str) and clean_label(value) == value:
+            return label_key(value)
+    except BadLabel:
+        pass
+    raise InvalidBatch(
+        f"proxies[{index}].{name} must be a clean label: 1-{MAX_LABEL} printable characters, "
+        "NFC, single spaces, none at either end"
+    )
 
 
 def _labels(value: object, where: str, options: PoolOptions) -> tuple[tuple[str, str], ...]:

@@ -155,6 +155,26 @@ class TestExtract:
         assert h.take(1, region="us").proxies == ()
         assert ids(h.take(1)) == ["anywhere"]
 
+    @pytest.mark.parametrize(
+        ("labelled", "asked"),
+        [
+            ("US", "us"),
+            ("United States", "united states"),
+            ("广东省广州市", "广东省广州市"),
+            ("Straße", "STRASSE"),  # case-folded, not only lower-cased
+            ("a|b%c", "A|B%C"),  # the hot record's separator, escaped in the key
+        ],
+    )
+    def test_vendor_labels_are_kept_as_sent_and_matched_case_insensitively(
+        self, make_pool: PoolFactory, labelled: str, asked: str
+    ):
+        """Labels as vendors send them (activity/labels.py): kept as sent, found by any case."""
+        h = make_pool()
+        h.stock("hit", region=labelled, carrier=labelled)
+        h.stock("miss", region="elsewhere", carrier="other")
+        [proxy] = h.take(5, region=asked, carrier=asked).proxies
+        assert (proxy.proxy_id, proxy.region, proxy.carrier) == ("hit", labelled, labelled)
+
     def test_health_freshness(self, make_pool: PoolFactory):
         """独占提取 step 3: max_health_age skips proxies whose last check is too old."""
         h = make_pool()
@@ -356,7 +376,10 @@ BAD_REQUESTS = {
     "count as a string": {"count": "1"},
     "mode as a string": {"mode": "partial"},
     "unknown protocol filter": {"filters": ExtractFilters(protocol="ftp")},
-    "filter with spaces": {"filters": ExtractFilters(region="north america")},
+    "unprintable region filter": {"filters": ExtractFilters(region="us\x00")},
+    "region filter over 64 characters": {"filters": ExtractFilters(region="r" * 65)},
+    "empty carrier filter": {"filters": ExtractFilters(carrier=" ")},
+    "upstream filter with spaces": {"filters": ExtractFilters(upstream="u 1")},
     "negative reserve": {"reserve_for_gateway": -1},
     "zero health age": {"max_health_age": timedelta(0)},
     "negative min_remaining": {"min_remaining": -SEC},

@@ -82,6 +82,18 @@ class TestBrowse:
         assert (row.extracted_by, row.worker_id, row.upstream_id) == ("c1", None, "u1")
         assert row.checked_at == h.now and row.fetched_at == h.now
 
+    def test_vendor_labels_are_listed_as_sent_and_filtered_in_any_case(
+        self, make_pool: PoolFactory
+    ):
+        h = make_pool()
+        h.stock("gz", region="广东省广州市", carrier="电信")
+        h.stock("us", region="United States", carrier="AT&T Mobility")
+        assert every_page(h, region="united STATES")[0] == ["us"]
+        assert every_page(h, carrier="at&t mobility")[0] == ["us"]
+        assert every_page(h, region="广东省广州市", carrier="电信")[0] == ["gz"]
+        [row] = h.pool.browse(BrowseQuery(region="UNITED STATES")).proxies
+        assert (row.region, row.carrier) == ("United States", "AT&T Mobility")
+
     def test_a_budget_spent_before_the_page_is_full_says_partial_and_goes_on(
         self, make_pool: PoolFactory
     ):

@@ -274,7 +274,12 @@ BAD_BATCHES = {
     "empty host": lambda h: h.batch([replace(h.proxy("p1"), host="")]),
     "zero concurrency": lambda h: h.batch([replace(h.proxy("p1"), max_concurrency=0)]),
     "bad upstream": lambda h: replace(h.batch([h.proxy("p1")]), upstream_id="u 1"),
-    "bad region": lambda h: h.batch([replace(h.proxy("p1"), region="north america")]),
+    # Labels are kept as vendors send them, cleaned first (activity/labels.py): one that is
+    # not clean, unprintable or too long is the caller's mistake.
+    "unclean region": lambda h: h.batch([replace(h.proxy("p1"), region=" north  america")]),
+    "unprintable carrier": lambda h: h.batch([replace(h.proxy("p1"), carrier="tele\x07com")]),
+    "region over 64 characters": lambda h: h.batch([replace(h.proxy("p1"), region="r" * 65)]),
+    "empty region": lambda h: h.batch([replace(h.proxy("p1"), region="")]),
     "proxy ID with spaces": lambda h: h.batch([replace(h.proxy("p1"), proxy_id="p 1")]),
     "not a batch": lambda h: [h.proxy("p1")],
     "not a proxy": lambda h: h.batch([{"proxy_id": "p1"}]),

@@ -25,6 +25,7 @@ from activity._zset import ZSet
 from activity.clock import Clock
 from activity.credentials import CredentialResolver
 from activity.errors import IdempotencyConflict, ScanBudgetExhausted
+from activity.labels import label_key
 from activity.memory._records import (
     TERMINAL,
     Owner,
@@ -280,9 +281,9 @@ class PoolState:
 def _index_names(rec: Record) -> list[tuple[str, str]]:
     names = [("available", ""), ("upstream", rec.upstream_id), ("protocol", rec.protocol)]
     if rec.region is not None:
-        names.append(("region", rec.region))
+        names.append(("region", label_key(rec.region)))
     if rec.carrier is not None:
-        names.append(("carrier", rec.carrier))
+        names.append(("carrier", label_key(rec.carrier)))
     return names
 
 

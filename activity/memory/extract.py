@@ -18,6 +18,7 @@ from activity.errors import (
     QuotaExceeded,
     ScanBudgetExhausted,
 )
+from activity.labels import label_key
 from activity.memory._records import Record
 from activity.memory._state import MAX_QUOTA_COUNTERS, PoolState
 from activity.types import (
@@ -118,8 +119,9 @@ class Extracts:
             rec.checked_ms is None or now - rec.checked_ms > req.max_health_age_ms
         ):
             return False
-        actual = {"upstream": rec.upstream_id, "region": rec.region, "carrier": rec.carrier,
-                  "protocol": rec.protocol}  # fmt: skip
+        actual = {"upstream": rec.upstream_id, "protocol": rec.protocol,
+                  "region": None if rec.region is None else label_key(rec.region),
+                  "carrier": None if rec.carrier is None else label_key(rec.carrier)}  # fmt: skip
         return all(actual[dim] == value for dim, value in wanted.items())
 
     # ------------------------------------------------------------------ CallCounter

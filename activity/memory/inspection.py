@@ -18,6 +18,7 @@ from activity.inspection import (
     WorkerStatus,
     username_hint,
 )
+from activity.labels import label_key
 from activity.memory._records import Record
 from activity.memory._state import PoolState
 from activity.types import ProxyState, RuntimeView
@@ -135,6 +136,6 @@ def _matches(q: PreparedBrowse, p: ProxySummary) -> bool:
     return (
         (not q.state or p.state.value == q.state)
         and (not q.protocol or p.protocol == q.protocol)
-        and (not q.region or p.region == q.region)
-        and (not q.carrier or p.carrier == q.carrier)
+        and (not q.region or (p.region is not None and label_key(p.region) == q.region))
+        and (not q.carrier or (p.carrier is not None and label_key(p.carrier) == q.carrier))
     )

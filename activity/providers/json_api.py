@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from activity.labels import MAX_LABEL, BadLabel, clean_label
 from activity.providers.entries import (
     Dropped,
     DropReason,
@@ -37,8 +38,6 @@ from activity.providers.errors import (
 from activity.providers.expiry import ExpiryRule
 from activity.providers.lines import MAX_BODY, LineFormat, TextFormat, split_host_port
 
-#: The longest text field read of an entry (region, carrier; hosts and logins have their own).
-MAX_LABEL = 64
 _MISSING: Any = object()
 
 
@@ -221,12 +220,15 @@ def as_text(value: object) -> str | None:
 
 
 def _label(value: object) -> str | None:
-    """A region or carrier: None when absent or empty; dropped past its bound, unprintable, or
-    not a string."""
-    if value is None or value == "":
+    """A region or carrier as the vendor wrote it, cleaned (activity/labels.py: ``广东省广州市``
+    and ``United States`` are labels): None when absent or blank; the entry dropped when it is
+    past its bound, unprintable, or not a string."""
+    if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    if not isinstance(value, str) or not value.isprintable():
+    if not isinstance(value, str):
         raise Dropped(DropReason.MALFORMED)
-    if len(value) > MAX_LABEL:
-        raise Dropped(DropReason.TOO_LONG)
-    return value
+    try:
+        return clean_label(value)
+    except BadLabel:
+        long = len(" ".join(value[: MAX_LABEL * 4].split())) > MAX_LABEL
+        raise Dropped(DropReason.TOO_LONG if long else DropReason.MALFORMED) from None

@@ -65,8 +65,8 @@ def candidate(c: v.PreparedProxy) -> list[object]:
         c.proxy_id,
         c.key_digest,
         c.protocol,
-        c.region,
-        c.carrier,
+        c.region_key,  # the indexes and the hot record hold the matching form
+        c.carrier_key,
         c.max_concurrency,
         c.expires_ms,
         c.usable_ms,

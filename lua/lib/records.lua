@@ -13,7 +13,8 @@ local RECHECKED = {available = true, suspect = true}
 -- (address, labels, lifetimes, credentials) and only ever handed back verbatim; `hot` holds
 -- what the operations read and change, as one delimited string that needs no JSON work:
 --   state|expires|usable|checked|max|upstream|protocol|region|carrier|key digest|extracted by
--- (labels are tokens without '|'; the client ID comes last, so it may contain anything).
+-- (region and carrier are their matching forms, activity/labels.py's label_key, which escapes
+-- '|'; the other labels are tokens without it; the client ID comes last, so it may hold anything).
 local HOT_PATTERN = '^(%a+)|(%d+)|(%d+)|(%d*)|(%d+)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$'
 local function blank(v) if v == '' then return nil end return v end
 local function get_rec(pid)

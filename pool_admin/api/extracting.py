@@ -17,11 +17,13 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from activity import ExtractedProxy, ExtractFilters, ExtractMode, ExtractRequest, ExtractResult
 from activity.errors import ActivityError, InvalidRequest, QuotaExceeded
+from activity.labels import label_key
 from pool_admin.api.auth import Principal
 from pool_admin.api.problems import Forbidden, Problem, problem_code
 from pool_admin.api.ratelimit import charge_call, quota_of, rate_limited
@@ -119,12 +121,18 @@ def _emit_extract(event: dict[str, Any], proxies: tuple[ExtractedProxy, ...]) ->
     emit_event("extract", **fields)
 
 
-def _restrict(dimension: str, given: str | None, allowed: frozenset[str]) -> str | None:
-    """The filter value to use for one dimension under the client's allowed set."""
+def _restrict(
+    dimension: str,
+    given: str | None,
+    allowed: frozenset[str],
+    key: Callable[[str], str] = str,
+) -> str | None:
+    """The filter value to use for one dimension under the client's allowed set, compared in
+    ``key``'s form (a region's matching form: a client allowed ``US`` may ask for ``us``)."""
     if not allowed:
         return given
     if given is not None:
-        if given not in allowed:
+        if key(given) not in {key(value) for value in allowed}:
             raise Forbidden(f"This client may not draw from {dimension} {given!r}.")
         return given
     if len(allowed) == 1:
@@ -164,7 +172,7 @@ def perform_extract(
         given = data.get("filters") or {}
         filters = ExtractFilters(
             protocol=_restrict("protocol", given.get("protocol"), principal.allowed_protocols),
-            region=_restrict("region", given.get("region"), principal.allowed_regions),
+            region=_restrict("region", given.get("region"), principal.allowed_regions, label_key),
             carrier=given.get("carrier"),
             upstream=_restrict("upstream", given.get("upstream"), principal.allowed_upstreams),
         )

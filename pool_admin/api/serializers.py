@@ -9,6 +9,7 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 from activity import ExtractedProxy, ExtractMode, PoolOptions
+from activity.labels import MAX_LABEL, BadLabel, clean_label
 from activity.types import LABEL_MAX_LENGTH, LABEL_PATTERN, PROTOCOLS
 
 #: The pool's bounds, as the API's pool has them (pool_admin/pool.py leaves them at their
@@ -58,10 +59,26 @@ def _label(help_text: str) -> serializers.RegexField:
     )
 
 
+class VendorLabelField(serializers.CharField):
+    """A region or carrier as vendors label proxies (activity/labels.py): 1-64 printable
+    characters, matched whatever their case (``us`` finds ``US``)."""
+
+    def __init__(self, help_text: str) -> None:
+        super().__init__(required=False, allow_null=True, trim_whitespace=False,
+                         max_length=MAX_LABEL * 4, help_text=help_text)  # fmt: skip
+
+    def to_internal_value(self, data: Any) -> str:
+        value = super().to_internal_value(data)
+        try:
+            return clean_label(value)
+        except BadLabel as exc:
+            raise serializers.ValidationError(f"Not a label: {exc}.") from None
+
+
 class ExtractFiltersSerializer(StrictSerializer):
     protocol = serializers.ChoiceField(choices=sorted(PROTOCOLS), required=False, allow_null=True)
-    region = _label("Region label, e.g. 'us'.")
-    carrier = _label("Carrier label.")
+    region = VendorLabelField("Region label, e.g. 'us' (any case), or as the vendor wrote it.")
+    carrier = VendorLabelField("Carrier label (any case).")
     upstream = _label("Upstream name.")
 
 

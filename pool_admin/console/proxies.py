@@ -16,7 +16,7 @@ from activity.errors import ActivityError, InvalidRequest
 from activity.inspection import BrowseCursor, BrowsePage, BrowseQuery, ProxyDetail
 from activity.types import ProxyState
 from pool_admin.config.models import PROTOCOL_CHOICES, Upstream
-from pool_admin.config.models.base import validate_label
+from pool_admin.config.models.base import validate_vendor_label
 from pool_admin.pool import get_pool
 
 PAGE_SIZE = 50
@@ -30,8 +30,8 @@ class ProxyFilters(forms.Form):
     upstream = forms.ChoiceField(required=False)
     state = forms.ChoiceField(required=False, choices=_STATES)
     protocol = forms.ChoiceField(required=False, choices=[("", "any"), *PROTOCOL_CHOICES])
-    region = forms.CharField(required=False, max_length=64, validators=[validate_label])
-    carrier = forms.CharField(required=False, max_length=64, validators=[validate_label])
+    region = forms.CharField(required=False, max_length=64, validators=[validate_vendor_label])
+    carrier = forms.CharField(required=False, max_length=64, validators=[validate_vendor_label])
     after = forms.CharField(required=False, widget=forms.HiddenInput, max_length=300)
 
     def __init__(self, data: QueryDict) -> None:

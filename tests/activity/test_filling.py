@@ -28,7 +28,7 @@ from activity.providers.fetch import (
 )
 from activity.providers.presets import PRESETS, UpstreamOptions
 from activity.reconciler import UpstreamTarget
-from activity.types import ExtractMode, ExtractRequest, Outcome, OutcomeReport
+from activity.types import ExtractFilters, ExtractMode, ExtractRequest, Outcome, OutcomeReport
 from tests.harness.check_target import closed_port
 from tests.harness.vendor_server import vendor_server
 from tests.harness.webshare_vendor import vendor, webshare
@@ -282,3 +282,43 @@ def test_proxies_that_live_for_weeks_fill_the_pool_and_each_listing_renews_them(
     assert pool.upstream_inventory("demo-http").managed == 2
     assert len(pool.extract(ExtractRequest(client_id="c2", count=5,
                                            mode=ExtractMode.PARTIAL)).proxies) == 2  # fmt: skip
+
+
+def test_labels_as_vendors_send_them_fill_the_pool_and_match_in_any_case(pool_of):
+    """Webshare's country_code with a space and Zhima's Chinese city and carrier (``cs=1``,
+    ``ys=1``): before, one such entry failed the whole fetch as invalid_batch."""
+    from zoneinfo import ZoneInfo
+
+    pool, credentials, clock = pool_of
+    listed = webshare((20_001, "a", "b"), (20_002, "c", "d"))
+    listed["results"][1]["country_code"] = "United  States"  # as sent, two spaces
+    with vendor(listed) as url:
+        report = fill(clock.now(), plan(url, "http", None), pool=pool, credentials=credentials,
+                      clock=clock, operation_id="ws", proxy_budget=100)  # fmt: skip
+    assert report.reconcile.inserted == 2
+    expires = (clock.now() + timedelta(minutes=3)).astimezone(ZoneInfo("Asia/Shanghai"))
+    zhima = {"code": 0, "success": True, "msg": "0", "data": [
+        {"ip": "127.0.0.1", "port": 20_003, "expire_time": f"{expires:%Y-%m-%d %H:%M:%S}",
+         "city": "广东省广州市", "isp": "电信"},
+    ]}  # fmt: skip
+    options = UpstreamOptions("http", timedelta(minutes=5), 100, allow_local_hosts=True)
+    with vendor(zhima) as url:
+        zhima_plan = replace(plan(url, "http", None), url=url,
+                             format=PRESETS["zhima_getip_json"].format(options))  # fmt: skip
+        report = fill(clock.now(), zhima_plan, pool=pool, credentials=credentials, clock=clock,
+                      operation_id="zm", proxy_budget=100)  # fmt: skip
+    assert report.reconcile.inserted == 1
+    [us] = pool.extract(ExtractRequest(client_id="c1", count=5, mode=ExtractMode.PARTIAL,
+                                       filters=ExtractFilters(region="us"))).proxies  # fmt: skip
+    [spaced] = pool.extract(ExtractRequest(client_id="c1", count=5, mode=ExtractMode.PARTIAL,
+                                           filters=ExtractFilters(region="UNITED STATES"))
+                            ).proxies  # fmt: skip
+    [gz] = pool.extract(ExtractRequest(client_id="c1", count=5, mode=ExtractMode.PARTIAL,
+                                       filters=ExtractFilters(region="广东省广州市",
+                                                              carrier="电信"))).proxies  # fmt: skip
+    assert (us.region, spaced.region, gz.region, gz.carrier) == (
+        "US",
+        "United States",
+        "广东省广州市",
+        "电信",
+    )

@@ -5,10 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from activity import PoolOptions
+from activity.labels import MAX_LABEL, BadLabel, clean_label
 from activity.types import LABEL_MAX_LENGTH, LABEL_PATTERN, PROTOCOLS
 
 #: The pool's bounds: a value the admin accepts, the pool must accept too.
@@ -56,3 +58,13 @@ class ConfigModel(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.full_clean()
         super().save(*args, **kwargs)
+
+
+def validate_vendor_label(value: str) -> None:
+    """A region or carrier as vendors write them (activity/labels.py), matched in any case."""
+    try:
+        clean_label(value)
+    except BadLabel:
+        raise ValidationError(
+            f"Enter a region or carrier label: 1-{MAX_LABEL} printable characters."
+        ) from None

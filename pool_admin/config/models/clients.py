@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
+from activity.labels import MAX_LABEL, BadLabel, clean_label, label_key
 from activity.types import LABEL_MAX_LENGTH, PROTOCOLS, QUOTA_MAX_UNITS
 from pool_admin.config.models.base import (
     LABEL_HELP,
@@ -24,7 +25,6 @@ from pool_admin.config.models.base import (
     bounds,
     label_field,
     seconds,
-    validate_label,
 )
 from pool_admin.config.models.upstreams import Upstream
 
@@ -96,10 +96,14 @@ class ApiClient(ConfigModel):
         if regions is None:
             errors["allowed_regions"] = "Enter a list of region labels."
         else:
-            bad = [r for r in regions if not _is_label(r)]
+            bad = [r for r in regions if not _is_region(r)]
             if bad:
-                errors["allowed_regions"] = f"Not a valid region label: {bad[0]!r}. {LABEL_HELP}"
-            self.allowed_regions = list(dict.fromkeys(regions))  # drop repeats, keep order
+                errors["allowed_regions"] = (
+                    f"Not a region label: {bad[0]!r}. 1-{MAX_LABEL} printable characters, as "
+                    "vendors label their proxies; matched in any case."
+                )
+            else:
+                self.allowed_regions = _distinct(regions)
         protocols = _string_list(self.allowed_protocols)
         if protocols is None:
             errors["allowed_protocols"] = "Enter a list of protocols."
@@ -120,12 +124,23 @@ def _string_list(value: object) -> list[str] | None:
     return None
 
 
-def _is_label(value: str) -> bool:
+def _is_region(value: str) -> bool:
+    """A region as vendors write it, kept as it is (activity/labels.py)."""
     try:
-        validate_label(value)
-    except ValidationError:
+        return clean_label(value) == value
+    except BadLabel:
         return False
-    return True
+
+
+def _distinct(regions: list[str]) -> list[str]:
+    """Without repeats (in any case: ``US`` and ``us`` are one region), in their order."""
+    seen: set[str] = set()
+    kept = []
+    for region in regions:
+        if label_key(region) not in seen:
+            seen.add(label_key(region))
+            kept.append(region)
+    return kept
 
 
 class ApiKeyQuerySet(models.QuerySet["ApiKey"]):

@@ -264,7 +264,7 @@ def test_extract_all_or_nothing_shortfall(run, make_client, seed):
         (["ghost", "--count", "1"], ["unknown client", "ghost"]),
         (["crawler-1", "--count", "x"], ["--count", "whole number"]),
         (["crawler-1", "--count", "0"], ["--count", "between"]),
-        (["crawler-1", "--count", "1", "--region", "not a label"], ["invalid_request", "region"]),
+        (["crawler-1", "--count", "1", "--region", "r" * 65], ["invalid_request", "region"]),
     ],
 )
 def test_extract_command_bad_input_takes_nothing(run, make_client, seed, argv, words):

@@ -209,6 +209,22 @@ def test_single_allowed_value_is_applied_as_the_filter(api, make_client, seed):
     assert sorted(p["id"] for p in body["proxies"]) == sorted(eu)
 
 
+def test_a_region_is_asked_for_in_any_case_and_as_vendors_write_it(api, make_client, seed):
+    """docs/API.md's own example asks for ``us``; vendors label ``US`` (before: nothing found),
+    and Zhima's regions are Chinese cities (before: the whole fetch failed)."""
+    us = seed("acme-us", n=1, region="US")
+    guangzhou = seed("acme-eu", n=1, region="广东省广州市")
+    client = api(make_client(allowed_regions=["Us", "广东省广州市"]).plaintext)
+    for asked, wanted, labelled in (("us", us, "US"), ("广东省广州市", guangzhou, "广东省广州市")):
+        body = {"count": 5, "mode": "partial", "filters": {"region": asked}}
+        response = extract(client, body)
+        assert response.status_code == 200, response.content
+        [proxy] = response.json()["proxies"]
+        assert ([proxy["id"]], proxy["region"]) == (wanted, labelled)
+    refused = {"count": 1, "mode": "partial", "filters": {"region": "de"}}
+    assert_problem(extract(client, refused), 403, "forbidden")
+
+
 def test_count_above_the_client_limit_is_403(api, make_client, seed):
     client = api(make_client(max_count_per_request=5).plaintext)
     problem = assert_problem(extract(client, {"count": 6, "mode": "partial"}), 403, "forbidden")
@@ -227,7 +243,7 @@ def test_count_above_the_client_limit_is_403(api, make_client, seed):
         {"count": 1, "mode": "some"},
         {"count": 1, "mode": "partial", "min_remaining_s": -5},
         {"count": 1, "mode": "partial", "filters": {"protocol": "ftp"}},
-        {"count": 1, "mode": "partial", "filters": {"region": "not a label"}},
+        {"count": 1, "mode": "partial", "filters": {"region": "r" * 65}},
         [1, 2],
     ],
 )

@@ -235,11 +235,13 @@ def test_saving_without_the_checkbox_issues_no_key(client, boss, api_client):
 def test_api_client_form_errors(client, boss):
     response = client.post(
         url(ApiClient, "add"),
-        client_form(allowed_regions="us, eu west", allowed_protocols=["ftp"], gateway_reserve="-1"),
+        client_form(
+            allowed_regions="us, eu\x07west", allowed_protocols=["ftp"], gateway_reserve="-1"
+        ),
     )
     assert response.status_code == 200
     html = response.content.decode()
-    assert "Not a valid region label" in html
+    assert "Not a region label" in html
     assert "Select a valid choice" in html
     assert "greater than or equal to 0" in html
     assert not ApiClient.objects.exists() and not ApiKey.objects.exists()

@@ -129,7 +129,8 @@ def test_unknown_field_type_still_gives_field_errors_not_a_crash():
         ({"max_count_per_request": 5_000}, "max_count_per_request", "less than or equal to 1000"),
         ({"gateway_reserve": -1}, "gateway_reserve", "greater than or equal to 0"),
         ({"idempotency_ttl_s": 0}, "idempotency_ttl_s", "greater than or equal to 1"),
-        ({"allowed_regions": ["us", "eu west"]}, "allowed_regions", "Not a valid region"),
+        ({"allowed_regions": ["us", "eu  west"]}, "allowed_regions", "Not a region label"),
+        ({"allowed_regions": ["r" * 65]}, "allowed_regions", "Not a region label"),
         ({"allowed_protocols": ["http", "ftp"]}, "allowed_protocols", "Unknown protocol 'ftp'"),
     ],
 )
@@ -137,6 +138,14 @@ def test_api_client_validation(fields, field, message):
     errors = errors_of(ApiClient.objects.create, **{"name": "crawler", **fields})
     assert any(message in text for text in errors[field]), errors
     assert not ApiClient.objects.exists()
+
+
+def test_api_client_regions_are_vendors_labels_and_repeats_in_any_case_go():
+    client = ApiClient.objects.create(
+        name="crawler", allowed_regions=["US", "广东省广州市", "us", "United States"]
+    )
+    client.refresh_from_db()
+    assert client.allowed_regions == ["US", "广东省广州市", "United States"]
 
 
 def test_api_client_lists_drop_repeats():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from activity.types import ProxyState
-from pool_admin.config.models import ClientUsage, UpstreamChecks, UpstreamDrops
+from pool_admin.config.models import ClientDraws, ClientUsage, UpstreamChecks, UpstreamDrops
 from pool_admin.metrics.events import MalformedEvent, decode_entry, encode_event, entry_of
 
 AT_MS = 1_780_000_000_000
@@ -53,6 +53,22 @@ def test_codes_are_as_long_as_their_column_and_no_longer(kind, build, column):
     encode_event(kind, AT_MS, build("x" * width))
     with pytest.raises(MalformedEvent, match=f"{kind}: bad"):
         encode_event(kind, AT_MS, build("x" * (width + 1)))
+
+
+def test_a_draws_region_is_a_vendors_label_that_fits_its_column():
+    """Regions are vendors' words (Zhima's cities): an extract of one is an event, not a dead
+    letter; the longest label fits ClientDraws.region."""
+    width = ClientDraws._meta.get_field("region").max_length
+
+    def extract_of(region: str) -> dict:
+        draws = [["u1", region, 1, 5]]
+        return {"client": "c1", "outcome": "ok", "returned": 1, "duration_ms": 1, "draws": draws}
+
+    for region in ("广东省广州市", "United States", "r" * width):
+        encode_event("extract", AT_MS, extract_of(region))
+    for region in ("r" * (width + 1), "two  spaces", "bell\x07"):
+        with pytest.raises(MalformedEvent, match="extract: bad draws"):
+            encode_event("extract", AT_MS, extract_of(region))
 
 
 def test_the_consumer_refuses_what_a_producer_would_not_send():
