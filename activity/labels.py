@@ -18,6 +18,8 @@ stays one-to-one with the case-folded label.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 #: The longest label, in characters (Unicode code points), as the vendor's text is kept.
 MAX_LABEL = 64
@@ -49,3 +51,71 @@ def label_key(value: str) -> str:
         return value.lower()
     folded = unicodedata.normalize("NFC", clean_label(value).casefold())
     return folded.replace("%", "%25").replace("|", "%7C")
+
+
+#: The most vendor labels one upstream's map may name per dimension.
+MAX_MAPPED = 1_000
+
+
+@dataclass(frozen=True)
+class LabelMap:
+    """How one upstream's vendor labels become the pool's: a vendor's region or carrier found
+    in the map (in any case) becomes the operator's label (``广东省广州市`` -> ``cn-gd``); one
+    not found stays as the vendor wrote it; an entry without one takes the upstream's default,
+    if it has one."""
+
+    #: By the vendor label's matching form (:func:`label_key`): the label to keep instead.
+    regions: Mapping[str, str] = field(default_factory=dict)
+    carriers: Mapping[str, str] = field(default_factory=dict)
+    default_region: str | None = None
+    default_carrier: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        config: object,
+        default_region: str | None = None,
+        default_carrier: str | None = None,
+    ) -> LabelMap:
+        """From an upstream's configuration, ``{"region": {vendor: ours}, "carrier": {...}}``;
+        :class:`BadLabel` naming what is wrong."""
+        if not isinstance(config, Mapping):
+            raise BadLabel('the label map is a JSON object: {"region": {...}, "carrier": {...}}')
+        unknown = set(config) - {"region", "carrier"}
+        if unknown:
+            raise BadLabel(
+                f"the label map maps region and carrier only, not {sorted(unknown)[0]!r}"
+            )
+        maps: dict[str, dict[str, str]] = {}
+        for dimension in ("region", "carrier"):
+            given = config.get(dimension, {})
+            if not isinstance(given, Mapping) or len(given) > MAX_MAPPED:
+                raise BadLabel(f"{dimension}: a JSON object of at most {MAX_MAPPED:,} labels")
+            mapped: dict[str, str] = {}
+            for vendor, ours in given.items():
+                try:
+                    mapped[label_key(vendor)] = clean_label(ours)
+                except (BadLabel, AttributeError, TypeError):
+                    raise BadLabel(
+                        f"{dimension}: {str(vendor)[:40]!r} -> {str(ours)[:40]!r} is not a label "
+                        f"to a label (1-{MAX_LABEL} printable characters each)"
+                    ) from None
+            maps[dimension] = mapped
+        return cls(
+            maps["region"],
+            maps["carrier"],
+            None if not default_region else clean_label(default_region),
+            None if not default_carrier else clean_label(default_carrier),
+        )
+
+    def region(self, label: str | None) -> str | None:
+        """The region a proxy the vendor labelled ``label`` is kept with."""
+        if label is None:
+            return self.default_region
+        return self.regions.get(label_key(label), label)
+
+    def carrier(self, label: str | None) -> str | None:
+        """The carrier a proxy the vendor labelled ``label`` is kept with."""
+        if label is None:
+            return self.default_carrier
+        return self.carriers.get(label_key(label), label)

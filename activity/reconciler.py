@@ -28,6 +28,7 @@ from typing import Protocol
 
 from activity._checks import digest
 from activity.credentials import CredentialVersion
+from activity.labels import LabelMap
 from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
 from activity.types import FetchedBatch, FetchedProxy, PoolOptions, UpsertResult
 
@@ -65,6 +66,9 @@ class UpstreamTarget:
     #: record longer than its ``max_proxy_ttl`` (bounded everything), and a proxy the vendor
     #: stops listing must not outlive it by weeks; one it keeps listing never expires early.
     max_lifetime: timedelta = MAX_LIFETIME
+    #: How the vendor's region and carrier labels become the pool's (the upstream's map and
+    #: defaults); none: kept as the vendor wrote them.
+    labels: LabelMap = field(default_factory=LabelMap)
 
 
 @dataclass(slots=True)
@@ -228,8 +232,8 @@ class Reconciler:
             port=entry.port,
             protocol=entry.protocol,
             expires_at=min(entry.expires_at, fetched_at + target.max_lifetime),
-            region=entry.region,
-            carrier=entry.carrier,
+            region=target.labels.region(entry.region),
+            carrier=target.labels.carrier(entry.carrier),
             max_concurrency=target.max_concurrency,
             secret_ref=secret_ref,
         )

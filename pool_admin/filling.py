@@ -329,7 +329,9 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
     if upstream.kind == Upstream.Kind.STATIC_LIST and upstream.static_list is not None:
         static = upstream.static_list.reveal().encode()
     return UpstreamFill(
-        target=UpstreamTarget(upstream.name, upstream.max_size, upstream.safety_margin),
+        target=UpstreamTarget(
+            upstream.name, upstream.max_size, upstream.safety_margin, labels=upstream.labels()
+        ),
         url=upstream.endpoint_url,
         format=upstream.answer_format(),
         count_param=upstream.count_param or None,

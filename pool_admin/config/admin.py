@@ -221,6 +221,7 @@ class UpstreamAdmin(SimpleHistoryAdmin):
                     "default_protocol",
                     "default_region",
                     "default_carrier",
+                    "label_map",
                     "default_ttl_s",
                     "safety_margin_s",
                     "max_size",

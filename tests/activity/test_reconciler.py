@@ -4,12 +4,15 @@ nothing twice, passwords through the credentials store."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from activity.errors import IdempotencyConflict, StoreUnavailable
+from activity.labels import BadLabel, LabelMap
 from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
 from activity.providers.errors import MalformedResponse
 from activity.reconciler import Reconciler, UpstreamTarget, proxy_id_of
@@ -186,3 +189,40 @@ def test_a_proxy_listed_twice_in_a_response_is_taken_once(harness):
     result = reconciler(harness).reconcile(harness.now, TARGET, Provider(twice),
                                            operation_id="op1", proxy_budget=100)  # fmt: skip
     assert (result.received, result.duplicates, result.inserted) == (4, 1, 3)
+
+
+def test_an_upstreams_label_map_and_defaults_make_the_vendors_labels_its_own(harness):
+    """An operator maps a vendor's labels (Zhima's cities) to its own, in any case; a label
+    not in the map stays as the vendor wrote it; an entry without one takes the default."""
+    labels = LabelMap.of({"region": {"广东省广州市": "cn-gd", "us": "United States"},
+                          "carrier": {"电信": "telecom"}}, default_carrier="unknown")  # fmt: skip
+    target = replace(TARGET, labels=labels)
+    listed = entries(harness, 4)
+    listed = [replace(listed[0], region="广东省广州市", carrier="电信"),
+              replace(listed[1], region="US"),
+              replace(listed[2], region="de", carrier="Vodafone"),
+              replace(listed[3], region=None)]  # fmt: skip
+    reconciler(harness).reconcile(harness.now, target, Provider(listed), operation_id="op1",
+                                  proxy_budget=100)  # fmt: skip
+    harness.mark([proxy_id_of("u1", e) for e in listed], ProxyState.AVAILABLE)
+    got = harness.take(4).proxies
+    assert sorted((p.port, p.region, p.carrier) for p in got) == [
+        (10_000, "cn-gd", "telecom"), (10_001, "United States", "unknown"),
+        (10_002, "de", "Vodafone"), (10_003, None, "unknown"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        (["region"], "a JSON object"),
+        ({"city": {}}, "region and carrier only, not 'city'"),
+        ({"region": {"a": ""}}, "is not a label to a label"),
+        ({"region": {"a": 5}}, "is not a label to a label"),
+        ({"carrier": {"x" * 65: "y"}}, "is not a label to a label"),
+        ({"region": {f"r{n}": "x" for n in range(1_001)}}, "at most 1,000"),
+    ],
+)
+def test_a_label_map_that_is_off_says_what_is_wrong(config, says):
+    with pytest.raises(BadLabel, match=re.escape(says)):
+        LabelMap.of(config)

@@ -213,3 +213,21 @@ def test_the_dispatch_warns_once_when_the_accounts_may_want_more_threads_than_th
         "the enabled accounts may run 4 fetches at once, the fetch worker 3 "
         "(FETCH_WORKER_THREADS): a slow vendor may delay other accounts' fetches"
     ]
+
+
+def test_an_upstreams_label_map_and_default_region_apply_to_what_it_fetches(target):
+    """The operator's map (the vendor's US as United States) and the upstream's default
+    region for entries without one (before: the default region was configured and ignored)."""
+    listed = webshare((20_001, "a", "b"), (20_002, "c", "d"))
+    listed["results"][1]["country_code"] = None
+    with vendor(listed) as url:
+        configure(url, target, trust_provider=True, default_region="de",
+                  label_map={"region": {"us": "United States"}})  # fmt: skip
+        claims: list[dict] = []
+        assert filling.dispatch(filling.now(), claims.append) == 1
+        filling.run_fetch(claims[0])
+    got = get_pool().extract(ExtractRequest(client_id="c1", count=5, mode=ExtractMode.PARTIAL))
+    assert sorted((p.port, p.region) for p in got.proxies) == [
+        (20_001, "United States"),
+        (20_002, "de"),
+    ]

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
+from activity.labels import BadLabel, LabelMap
 from activity.providers.fetch import MAX_TOTAL_TIMEOUT
 from activity.providers.generic import json_reader, text_reader
 from activity.providers.presets import PRESETS, Format, UpstreamOptions
@@ -122,8 +123,19 @@ class Upstream(ConfigModel):
         help_text="JSON object of extra query parameters. Secrets go in the credential.",
     )
     default_protocol = models.CharField(max_length=8, choices=PROTOCOL_CHOICES, default="http")
-    default_region = label_field(blank=True)
-    default_carrier = label_field(blank=True)
+    default_region = label_field(
+        blank=True, help_text="The region of a proxy the vendor gives none."
+    )
+    default_carrier = label_field(
+        blank=True, help_text="The carrier of a proxy the vendor gives none."
+    )
+    label_map = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='The vendor\'s labels as yours, matched in any case, e.g. {"region": '
+        '{"广东省广州市": "cn-gd"}, "carrier": {"电信": "telecom"}}; a label not named is kept '
+        "as the vendor wrote it. At most 1,000 per dimension.",
+    )
     default_ttl_s = models.PositiveIntegerField(
         "default proxy TTL (s)",
         default=300,
@@ -244,6 +256,10 @@ class Upstream(ConfigModel):
             errors["check_timeout_ms"] = "Must not exceed the check interval."
         if _ints(self.low_water_mark, self.max_size) and self.low_water_mark > self.max_size:
             errors["low_water_mark"] = "Must not exceed the most unextracted proxies (max size)."
+        try:
+            self.labels()
+        except BadLabel as exc:
+            errors["label_map"] = f"{str(exc)[:1].upper()}{str(exc)[1:]}."
         errors.update(self._format_problems())
         errors.update(self._request_problems())
         if errors:
@@ -278,6 +294,11 @@ class Upstream(ConfigModel):
                 field = "preset" if self.kind == self.Kind.PRESET else "reader"
                 return {field: f"This cannot read an answer: {exc}"}
         return {}
+
+    def labels(self) -> LabelMap:
+        """How this upstream's vendor labels become the pool's; BadLabel when its map is off."""
+        return LabelMap.of(self.label_map, self.default_region or None,
+                           self.default_carrier or None)  # fmt: skip
 
     def answer_format(self) -> Format:
         """How this upstream's answers are read (its preset, or its generic reader);

@@ -87,6 +87,8 @@ def test_token_rule_refuses_what_the_pool_refuses(value):
         ({"request_params": {"nested": {"a": 1}}}, "request_params", "must be a string"),
         ({"check_url": "gopher://x.example/"}, "check_url", "http"),
         ({"fetch_timeout_s": 0}, "fetch_timeout_s", "greater than or equal to 1"),
+        ({"label_map": {"city": {}}}, "label_map", "region and carrier only"),
+        ({"label_map": {"region": {"广州": ""}}}, "label_map", "not a label to a label"),
         ({"fetch_timeout_s": 121}, "fetch_timeout_s", "less than or equal to 120"),
         ({"fetch_timeout_s": 31, "default_ttl_s": 60}, "fetch_timeout_s", "half the default"),
     ],
