@@ -74,22 +74,32 @@ class ParsedResponse:
 
 
 def checked_host(value: object, allow_local: bool = False) -> str:
-    """A host in its normal form. An address that is not global (loopback, private, link-local,
-    multicast, unspecified) or a ``localhost`` name is refused unless ``allow_local``: vendor
-    APIs are often plain HTTP, and an answer changed on its way must not turn the pool's
-    proxies into a way to reach this network (the demo's local proxies allow it)."""
+    """A host in its normal form. An address that is not global, or a ``localhost`` name, is
+    refused unless ``allow_local``: vendor APIs are often plain HTTP, and an answer changed on
+    its way must not turn the pool's proxies into a way to reach this network. ``allow_local``
+    (a local test, the demo's local proxies) admits loopback and the private ranges, never the
+    unspecified address (this host's every interface), link-local (the cloud metadata address,
+    169.254.169.254), multicast, broadcast or reserved ones, also IPv4-mapped."""
     try:
         host = normalize_host(value)
     except ValueError:
         raise Dropped(DropReason.BAD_HOST) from None
-    if allow_local:
-        return host
     try:
         address = ipaddress.ip_address(host)
-        local = not address.is_global or address.is_multicast
-    except ValueError:
-        local = host == "localhost" or host.endswith(".localhost")
-    if local:
+    except ValueError:  # a name: only localhost names are known to be local here
+        if (host == "localhost" or host.endswith(".localhost")) and not allow_local:
+            raise Dropped(DropReason.BAD_HOST) from None
+        return host
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:  # first: IPv6's ::1 is in a reserved block too
+        taken = allow_local
+    elif (address.is_unspecified or address.is_link_local or address.is_multicast
+          or address.is_reserved):  # fmt: skip
+        taken = False
+    else:
+        taken = address.is_global or (allow_local and address.is_private)
+    if not taken:
         raise Dropped(DropReason.BAD_HOST)
     return host
 

@@ -114,8 +114,10 @@ class Upstream(ConfigModel):
     )
     allow_local_hosts = models.BooleanField(
         default=False,
-        help_text="Take proxies on loopback and private addresses (a local test or the demo "
-        "provider); vendors' proxies are public, so off.",
+        help_text="Take proxies on loopback and private addresses (127.0.0.0/8, ::1, "
+        "localhost, 10/8, 172.16/12, 192.168/16, fc00::/7: a local test or the demo provider); "
+        "never the unspecified, link-local (cloud metadata), multicast or reserved ones. "
+        "Vendors' proxies are public, so off.",
     )
     request_params = models.JSONField(
         default=dict,

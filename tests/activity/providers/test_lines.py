@@ -203,9 +203,31 @@ def test_local_addresses_are_dropped_unless_the_upstream_allows_them():
     parsed = text_format(LineFormat.HOST_PORT).parse(body, SENT)
     assert [e.host for e in parsed.entries] == ["1.2.3.4"]
     assert parsed.dropped == {DropReason.BAD_HOST: len(hosts)}
+
+
+@pytest.mark.parametrize(
+    ("host", "taken"),
+    [
+        ("127.0.0.1", True), ("[::1]", True), ("localhost", True), ("db.localhost", True),
+        ("10.0.0.1", True), ("172.16.5.4", True), ("192.168.1.1", True), ("[fd00::1]", True),
+        ("1.2.3.4", True),
+        # Never, even for a local test: what the help text does not name.
+        ("0.0.0.0", False), ("[::]", False),  # unspecified: this host, every interface
+        ("169.254.169.254", False), ("[fe80::1]", False),  # link-local: cloud metadata
+        ("[::ffff:169.254.169.254]", False),  # the same, IPv4-mapped
+        ("224.0.0.1", False), ("[ff02::1]", False), ("255.255.255.255", False),  # multicast
+        ("240.0.0.1", False), ("100.64.0.1", False),  # reserved, shared (carrier-grade NAT)
+    ],
+)  # fmt: skip
+def test_allowing_local_hosts_admits_loopback_and_private_ranges_only(host, taken):
+    """Before: allow_local_hosts admitted every address, and the check dialled the cloud
+    metadata address."""
     expiry = ExpiryRule(ExpiryForm.NONE, TEN_MINUTES)
     demo = TextFormat(LineFormat.HOST_PORT, "http", expiry, 100, allow_local_hosts=True)
-    assert len(demo.parse(body, SENT).entries) == len(hosts) + 1
+    parsed = demo.parse(f"{host}:8080".encode(), SENT)
+    assert (len(parsed.entries), parsed.dropped) == (
+        (1, {}) if taken else (0, {DropReason.BAD_HOST: 1})
+    )
 
 
 def test_a_body_that_is_not_lines_of_proxies_is_malformed_not_all_dropped():
