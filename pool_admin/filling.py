@@ -34,7 +34,7 @@ from activity.clock import SystemClock
 from activity.errors import ActivityError, LeaseLost
 from activity.filling import FillReport, UpstreamFill, fill
 from activity.providers.errors import NextStep, ProviderError
-from activity.providers.fetch import FetchLimits
+from activity.providers.fetch import FetchLimits, HttpStatusError
 from activity.reconciler import UpstreamTarget
 from activity.scheduler import Claim, NoClaim, RequestOutcome
 from activity.scheduler.redis import RedisScheduler
@@ -191,6 +191,7 @@ def run_fetch(payload: dict[str, Any]) -> FillReport | None:
     interval = timedelta(seconds=upstream.fetch_interval_s if upstream else 60)
     report: FillReport | None = None
     wait = 1
+    asked_to_wait = timedelta(0)  # the vendor's Retry-After, honoured up to its bound
     taken_at = clock.now()
     try:
         plan = _plan_or_none(upstream) if upstream is not None else None
@@ -221,6 +222,8 @@ def run_fetch(payload: dict[str, Any]) -> FillReport | None:
             )  # fmt: skip
     except ProviderError as exc:
         wait = _WAIT_INTERVALS[exc.next_step]
+        if isinstance(exc, HttpStatusError) and exc.retry_after is not None:
+            asked_to_wait = min(exc.retry_after, settings.FETCH_MAX_RETRY_AFTER)
         logger.warning("fetch %s failed: %s (%s)", claim.upstream_id, exc, exc.next_step.value)
         if upstream is not None:
             refused = exc.next_step is NextStep.DISABLE
@@ -238,7 +241,8 @@ def run_fetch(payload: dict[str, Any]) -> FillReport | None:
             detail = f"{getattr(exc, 'code', type(exc).__name__)}: the fetch failed on our side"
             alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
     finally:
-        next_due = clock.now() + min(interval * wait, max(_MAX_WAIT, interval))
+        waited = min(interval * wait, max(_MAX_WAIT, interval))
+        next_due = clock.now() + max(waited, asked_to_wait)
         try:
             scheduler().finish(clock.now(), claim, next_due)
         except LeaseLost:

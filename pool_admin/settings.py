@@ -322,6 +322,11 @@ FETCH_DISPATCH_PERIOD = timedelta(seconds=2)
 # How long a fetch's claim lasts without a renewal: a worker that dies mid-fetch holds its
 # upstream this long, then the fetch is claimed again (a fetch renews before each round).
 FETCH_LEASE = timedelta(seconds=env_int("FETCH_LEASE_S", 120, minimum=1, maximum=3_600))
+# A vendor's Retry-After (a 429 or 503 asking us to wait) is honoured up to this long: the next
+# fetch of its upstream waits what it asked, or what the error's back-off says if longer.
+FETCH_MAX_RETRY_AFTER = timedelta(
+    seconds=env_int("FETCH_MAX_RETRY_AFTER_S", 3_600, minimum=0, maximum=86_400)
+)
 # Rechecks of idle proxies (pool_admin/rechecks.py): each upstream's check_interval_s is the
 # floor; an AVAILABLE proxy is due a RECHECK_LIFETIME_FRACTION of its remaining life after its
 # last check, and none with under RECHECK_MIN_REMAINING left is probed again.

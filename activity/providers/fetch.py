@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 
 import httpx
 
@@ -48,12 +49,14 @@ class CompressedAnswer(ProviderError):
 
 
 class HttpStatusError(ProviderError):
-    """The vendor answered with an HTTP error status."""
+    """The vendor answered with an HTTP error status; ``retry_after``: how long it asked us to
+    wait (its ``Retry-After``, seconds or a date), if it said."""
 
     code = "http_status"
 
-    def __init__(self, status: int) -> None:
+    def __init__(self, status: int, retry_after: timedelta | None = None) -> None:
         self.status = status
+        self.retry_after = retry_after
         if status == 429:
             self.next_step = NextStep.BACK_OFF
         elif status in (401, 402, 403):  # the key, the balance, the caller's address
@@ -128,8 +131,10 @@ async def _fetch(
     sent = {**(headers or {}), "Accept-Encoding": "identity"}
     try:
         async with asyncio.timeout(limits.total_timeout), httpx.AsyncClient() as client:
-            request = client.build_request(method, url, params=params, headers=sent,
-                                           timeout=timeout)  # fmt: skip
+            # Merged into the URL's own query, not in place of it: httpx drops a URL's query
+            # when given params (an endpoint's ``?type=2&ys=1`` would be lost).
+            target = httpx.URL(url).copy_merge_params(dict(params or {}))
+            request = client.build_request(method, target, headers=sent, timeout=timeout)
             answer = await client.send(request, stream=True)
             try:
                 return await _answer(answer, limits.max_bytes, sent_at)
@@ -143,9 +148,32 @@ async def _fetch(
         raise FetchFailed(f"the vendor could not be reached ({type(exc).__name__})") from None
 
 
+#: The longest Retry-After read as it is: a larger one is read as this (the caller bounds the
+#: wait it honours much lower); keeps the arithmetic far from datetime's limits.
+MAX_RETRY_AFTER = timedelta(days=30)
+
+
+def retry_after(value: str | None, now: datetime) -> timedelta | None:
+    """A ``Retry-After`` header as a wait: delay-seconds or an HTTP-date (RFC 9110 10.2.3),
+    counted from ``now``; None when absent or unreadable, zero for a date already past."""
+    if value is None:
+        return None
+    value = value.strip()[:64]
+    if value.isascii() and value.isdigit():
+        return min(timedelta(seconds=int(value[:9])), MAX_RETRY_AFTER)
+    try:
+        at = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return min(max(at - now, timedelta(0)), MAX_RETRY_AFTER)
+
+
 async def _answer(answer: httpx.Response, max_bytes: int, sent_at: datetime) -> Fetched:
     if not 200 <= answer.status_code < 300:
-        raise HttpStatusError(answer.status_code)
+        wait = retry_after(answer.headers.get("retry-after"), sent_at)
+        raise HttpStatusError(answer.status_code, wait)
     coding = answer.headers.get("content-encoding", "identity").strip().lower()
     if coding not in ("", "identity"):
         raise CompressedAnswer(f"the answer is compressed ({coding[:20]})")

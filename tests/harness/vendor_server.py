@@ -2,7 +2,7 @@
 socket, a real HTTP exchange, each fault on its own path.
 
 * ``/ok``: a small JSON answer; ``/echo``: the request's query and headers as JSON;
-* ``/status/N``: HTTP status N;
+* ``/status/N``: HTTP status N (``?retry_after=V``: with ``Retry-After: V``);
 * ``/trickle``: ``Content-Length: 1000``, then a byte every 0.1 s;
 * ``/drip``: ``Content-Length: 1000``, then a byte every 0.45 s (inside a 0.5 s read timeout);
 * ``/endless``: a chunked answer of 64 KiB chunks until the client goes;
@@ -49,7 +49,9 @@ class _Vendor(BaseHTTPRequestHandler):
                 shown = {"query": dict(parse_qsl(path.query)), "headers": dict(self.headers)}
                 self._send(200, json.dumps(shown).encode())
             elif path.path.startswith("/status/"):
-                self._send(int(path.path.rsplit("/", 1)[1]), b"{}")
+                query = dict(parse_qsl(path.query))
+                wait = {"Retry_After": query["retry_after"]} if "retry_after" in query else {}
+                self._send(int(path.path.rsplit("/", 1)[1]), b"{}", **wait)
             elif path.path == "/gzip":
                 self._send(200, gzip.compress(OK_BODY), Content_Encoding="gzip")
             elif path.path == "/trickle":

@@ -16,6 +16,7 @@ from pool_admin.config.models import Credential, ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
 from pool_admin.pool import get_pool
 from tests.harness.check_target import CheckTargetServer, closed_port
+from tests.harness.vendor_server import vendor_server
 from tests.harness.webshare_vendor import vendor, webshare
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -231,3 +232,18 @@ def test_an_upstreams_label_map_and_default_region_apply_to_what_it_fetches(targ
         (20_001, "United States"),
         (20_002, "de"),
     ]
+
+
+@pytest.mark.parametrize(("bound_s", "waits_s"), [(3_600, 3_600), (600, 600)])
+def test_a_vendors_retry_after_is_honoured_up_to_its_bound(target, settings, bound_s, waits_s):
+    """A 429 asking for an hour: the next fetch is an hour away, or the configured bound
+    (before: 5 intervals, the back-off alone)."""
+    settings.FETCH_MAX_RETRY_AFTER = timedelta(seconds=bound_s)
+    with vendor_server() as base:
+        configure(f"{base}/status/429?retry_after=3600", target)
+        claims: list[dict] = []
+        assert filling.dispatch(filling.now(), claims.append) == 1
+        assert filling.run_fetch(claims[0]) is None
+    due = filling.scheduler().status(filling.now(), "acme", "acme-http").due_at
+    assert due is not None
+    assert abs((due - filling.now()).total_seconds() - waits_s) < 5

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from urllib.parse import quote
 
 import pytest
 
@@ -39,6 +40,12 @@ def get(base: str, path: str, limits: FetchLimits = LIMITS, **options):
 def test_an_answer_with_its_status_body_and_the_moment_it_was_sent(vendor):
     got = get(vendor, "/ok")
     assert (got.status, got.body, got.sent_at) == (200, OK_BODY, SENT)
+
+
+def test_the_endpoints_own_query_is_kept_beside_the_requests_parameters(vendor):
+    """Before: an endpoint URL's query (Zhima's ``?type=2&ys=1``) was dropped whole."""
+    got = get(vendor, "/echo?type=2&num=1", params={"num": "5", "key": SECRET})
+    assert json.loads(got.body)["query"] == {"type": "2", "num": "5", "key": SECRET}
 
 
 def test_the_request_carries_its_query_and_headers_and_asks_for_no_compression(vendor):
@@ -124,3 +131,20 @@ def test_limits_out_of_their_bounds_are_refused():
     for bad in ({"read_timeout": 0}, {"total_timeout": 121}, {"max_bytes": 0}):
         with pytest.raises(ValueError):
             FetchLimits(**bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("header", "wait"),
+    [
+        ("3600", timedelta(hours=1)),
+        ("0", timedelta(0)),
+        ("Tue, 01 Dec 2026 05:00:00 GMT", timedelta(hours=1)),  # an hour after SENT
+        ("Tue, 01 Dec 2026 03:00:00 GMT", timedelta(0)),  # already past
+        ("999999999999", timedelta(days=30)),  # bounded
+        ("soon", None),
+    ],
+)
+def test_a_vendors_retry_after_is_read_as_a_wait(vendor, header, wait):
+    with pytest.raises(HttpStatusError) as caught:
+        get(vendor, f"/status/429?retry_after={quote(header)}")
+    assert caught.value.retry_after == wait
