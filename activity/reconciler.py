@@ -181,9 +181,9 @@ class Reconciler:
         entries: list[ProxyEntry] = []
         seen: set[str] = set()
         for entry in sorted(parsed.entries, key=_keep_order):
-            if _exit(entry) in seen:
+            if entry.exit in seen:
                 continue  # the same proxy listed twice: its longest-lived listing stands
-            seen.add(_exit(entry))
+            seen.add(entry.exit)
             entries.append(entry)
         duplicates = len(parsed.entries) - len(entries)
         entries = entries[:keep]
@@ -227,7 +227,7 @@ class Reconciler:
             secret_ref = self.credentials.put(entry.username, entry.password).ref
         return FetchedProxy(
             proxy_id=proxy_id_of(target.upstream_id, entry),
-            unique_key=digest(_exit(entry)),
+            unique_key=digest(entry.exit),
             host=entry.host,
             port=entry.port,
             protocol=entry.protocol,
@@ -242,11 +242,7 @@ class Reconciler:
 def proxy_id_of(upstream_id: str, entry: ProxyEntry) -> str:
     """The pool's ID of a provider's proxy: its upstream and a digest of its exit, the same
     each time the provider hands it out."""
-    return f"{upstream_id}:{digest(upstream_id, _exit(entry))[:24]}"
-
-
-def _exit(entry: ProxyEntry) -> str:
-    return f"{entry.protocol}://{entry.username or ''}@{entry.host}:{entry.port}"
+    return f"{upstream_id}:{digest(upstream_id, entry.exit)[:24]}"
 
 
 def _keep_order(entry: ProxyEntry) -> tuple[float, str, int, str]:

@@ -57,6 +57,12 @@ class ProxyEntry:
     region: str | None = None
     carrier: str | None = None
 
+    @property
+    def exit(self) -> str:
+        """What makes it one proxy (its protocol, login name and address): listed twice, it
+        is one proxy, whatever else the listings say."""
+        return f"{self.protocol}://{self.username or ''}@{self.host}:{self.port}"
+
     def __repr__(self) -> str:  # never the password
         login = "with login" if self.username is not None else "no login"
         return (
@@ -71,6 +77,20 @@ class ParsedResponse:
 
     entries: list[ProxyEntry] = field(default_factory=list)
     dropped: Counter[DropReason] = field(default_factory=Counter)
+    #: The distinct proxies among ``entries`` (by exit): what an answer's cap counts.
+    exits: set[str] = field(default_factory=set, repr=False)
+
+    def take(self, entry: ProxyEntry, cap: int) -> None:
+        """Add ``entry`` unless ``cap`` distinct proxies are taken and it is not one of them
+        (then it is dropped as OVER_CAP): a vendor listing one proxy 50 times leaves room
+        for the others. Another listing of a proxy taken is kept; the reconciler keeps the
+        longest-lived of them."""
+        if entry.exit not in self.exits:
+            if len(self.exits) >= cap:
+                self.dropped[DropReason.OVER_CAP] += 1
+                return
+            self.exits.add(entry.exit)
+        self.entries.append(entry)
 
 
 def checked_host(value: object, allow_local: bool = False) -> str:

@@ -124,12 +124,9 @@ class JsonFormat:
             raise MalformedResponse(f"{self.list_path!r} is not a list")
         lines = self._lines() if self.string_entries is not None else None
         parsed = ParsedResponse()
-        for number, entry in enumerate(entries):
-            if len(parsed.entries) == self.max_entries:
-                parsed.dropped[DropReason.OVER_CAP] += len(entries) - number
-                break
+        for entry in entries:  # as many as MAX_BODY bytes hold
             try:
-                parsed.entries.append(self._entry(entry, lines, sent_at))
+                parsed.take(self._entry(entry, lines, sent_at), self.max_entries)
             except Dropped as dropped:
                 parsed.dropped[dropped.reason] += 1
         return parsed

@@ -3,8 +3,8 @@
 ``host:port``, ``host:port:user:pass``, ``user:pass@host:port`` and ``host:port,SECONDS`` (seconds
 left, Kuaidaili ``f_et=1`` and Juliang ``ip_remain=1``); an IPv6 host goes in brackets. A body
 whose first line is ``ERROR(code): message`` is the vendor's error (Kuaidaili's text form).
-Each line is parsed or dropped by its reason; at most ``max_entries`` are taken and the lines
-after them are counted as :data:`DropReason.OVER_CAP` without being parsed. Lines are read
+Each line is parsed or dropped by its reason; at most ``max_entries`` distinct proxies are
+taken, the others counted as :data:`DropReason.OVER_CAP` (``ParsedResponse.take``). Lines are read
 one at a time from a body of at most :data:`MAX_BODY` bytes. A body that is not
 UTF-8 is a :class:`MalformedResponse` and nothing of it is taken.
 """
@@ -108,11 +108,8 @@ class TextFormat:
         for line in itertools.chain((first,), lines):
             if not line:
                 continue
-            if len(parsed.entries) == self.max_entries:
-                parsed.dropped[DropReason.OVER_CAP] += 1
-                continue
             try:
-                parsed.entries.append(self.parse_line(line, sent_at))
+                parsed.take(self.parse_line(line, sent_at), self.max_entries)
             except Dropped as dropped:
                 parsed.dropped[dropped.reason] += 1
         if not parsed.entries and set(parsed.dropped) == {DropReason.MALFORMED}:

@@ -69,13 +69,25 @@ def test_an_empty_list_is_no_entries_and_an_absent_one_is_malformed():
 def test_at_most_max_entries_are_taken_and_the_rest_counted():
     document = {
         "code": 0,
-        "data": {"proxy_list": [f"11.0.0.{i % 250 + 1}:80,60" for i in range(1000)]},
+        "data": {"proxy_list": [f"11.0.{i // 250}.{i % 250 + 1}:80,60" for i in range(1000)]},
     }
     small = json_format(
         "data.proxy_list", ExpiryForm.SECONDS_LEFT, string_entries=LineFormat.HOST_PORT_SECONDS
     )
     parsed = small.parse(body(document), SENT)
     assert len(parsed.entries) == 10 and parsed.dropped == {DropReason.OVER_CAP: 990}
+
+
+def test_the_cap_counts_distinct_proxies_not_listings():
+    """50 listings of one proxy and one other, a cap of 10: both proxies are taken (before:
+    the other was dropped as over_cap); the repeats go to the reconciler, which keeps one."""
+    listed = ["11.0.0.1:80,60"] * 50 + ["11.0.0.2:80,60"]
+    small = json_format(
+        "data.proxy_list", ExpiryForm.SECONDS_LEFT, string_entries=LineFormat.HOST_PORT_SECONDS
+    )
+    parsed = small.parse(body({"code": 0, "data": {"proxy_list": listed}}), SENT)
+    assert {e.host for e in parsed.entries} == {"11.0.0.1", "11.0.0.2"}
+    assert parsed.dropped == {}
 
 
 def test_entries_of_the_wrong_kind_or_with_bad_fields_are_dropped_by_reason():

@@ -119,7 +119,7 @@ def test_a_login_that_is_not_printable_or_too_long_drops_the_entry():
     assert [(e.host, e.username, e.password) for e in parsed.entries] == [("11.0.0.3", "u", None)]
 
 
-def test_at_most_max_entries_are_taken_and_the_rest_counted_unparsed():
+def test_at_most_max_entries_are_taken_and_the_rest_counted():
     body = "\n".join(f"11.0.{i // 250}.{i % 250 + 1}:8080" for i in range(1000)).encode()
     parsed = text_format(LineFormat.HOST_PORT, max_entries=100).parse(body, SENT)
     assert len(parsed.entries) == 100
