@@ -225,6 +225,7 @@ def run_fetch(payload: dict[str, Any]) -> FillReport | None:
         if isinstance(exc, HttpStatusError) and exc.retry_after is not None:
             asked_to_wait = min(exc.retry_after, settings.FETCH_MAX_RETRY_AFTER)
         logger.warning("fetch %s failed: %s (%s)", claim.upstream_id, exc, exc.next_step.value)
+        emit_event("fetch_failed", upstream=claim.upstream_id, error=exc.code)
         if upstream is not None:
             refused = exc.next_step is NextStep.DISABLE
             kind = Alert.Kind.VENDOR_REFUSES if refused else Alert.Kind.FETCH_FAILING
@@ -237,6 +238,7 @@ def run_fetch(payload: dict[str, Any]) -> FillReport | None:
         # The type only: a traceback's text could quote a URL or a value the redacting filter
         # does not see (it reads the message, not the traceback).
         logger.error("fetch %s failed on our side: %s", claim.upstream_id, type(exc).__name__)
+        emit_event("fetch_failed", upstream=claim.upstream_id, error="our_side")
         if upstream is not None:
             detail = f"{getattr(exc, 'code', type(exc).__name__)}: the fetch failed on our side"
             alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)

@@ -142,7 +142,12 @@ def _expired(sums: Sums, e: Event) -> None:
     sums.total("expired", upstream, "false", amount=unused)
 
 
+def _fetch_failed(sums: Sums, e: Event) -> None:
+    sums.total("fetch_failures", e.fields["upstream"], e.fields["error"])
+
+
 _HANDLERS: dict[str, Callable[[Sums, Event], None]] = {
+    "fetch_failed": _fetch_failed,
     "outcome": _outcome,
     "extract": _extract,
     "fetch": _fetch,

@@ -143,6 +143,9 @@ KINDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "latency_ms": (_count, True),
         "timed": (_count, True),
     },
+    # A fetch that failed (pool_admin/filling.py): its error code (the vendor's
+    # fetch_failed, http_status, vendor_error, malformed_response..., or our_side).
+    "fetch_failed": {"upstream": (_label, True), "error": (_code, True)},
     # Records the pool removed at their hard expiry, used (extracted or assigned) or not.
     "expired": {"upstream": (_label, True), "used": (_count, True), "unused": (_count, True)},
 }

@@ -16,10 +16,12 @@ per-proxy, per-IP or per-session label; an upstream is a configuration name, bou
   (``UsageTotal``; never rolled up or pruned, so they only grow): events applied; outcome
   reports, extract calls and their duration, proxies extracted and their time from fetch to
   first use, entries received, proxies fetched and made available, entries dropped by reason,
-  checks by source and result and their latency, proxies expired used or unused. Labels:
+  checks by source and result and their latency, proxies expired used or unused, fetches
+  failed by kind (the error's code). Labels:
   upstream, and small fixed sets (outcome, reason, source, result, used); no client label
   (``ClientUsage`` in PostgreSQL has that). At most ``MAX_TOTALS`` rows are read; past that
   ``proxypool_usage_totals_truncated`` is 1 and the counters shown are incomplete.
+* ``proxypool_open_alerts{kind}``: the alerts open now, every kind (one grouped count).
 
 Every figure is read at most once per ``CACHE_S`` whatever the scrape rate, with a bounded
 number of reads (one per configured upstream, at most ``MAX_UPSTREAMS`` of them: past that
@@ -38,6 +40,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import (
@@ -49,7 +52,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import CollectorRegistry
 
 from activity.errors import ActivityError
-from pool_admin.config.models import Upstream, UsageTotal
+from pool_admin.config.models import Alert, Upstream, UsageTotal
 from pool_admin.metrics.group import lost_total
 from pool_admin.metrics.stream import dropped_key
 from pool_admin.pool import get_pool
@@ -164,6 +167,9 @@ _COUNTERS: dict[str, tuple[str, str, list[str]]] = {
                "they gave.", ["upstream", "source", "result"]),
     "expired": ("proxypool_expired_proxies", "Records removed at their hard expiry, used "
                 "(extracted or assigned) or not (paid for and wasted).", ["upstream", "used"]),
+    "fetch_failures": ("proxypool_fetch_failures", "Fetches that failed, by kind: the error's "
+                       "code (fetch_failed, http_status, vendor_error, malformed_response, "
+                       "our_side...).", ["upstream", "kind"]),
 }  # fmt: skip
 
 
@@ -193,6 +199,17 @@ def _usage_families() -> Iterator[Metric]:
                    "checks.", "checks_timed", "check_latency_ms")  # fmt: skip
 
 
+def _alert_families() -> Iterator[Metric]:
+    """Open alerts by kind, every kind (0 too): one grouped count, bounded by the kinds."""
+    open_now = Alert.objects.filter(opened_at__isnull=False, closed_at__isnull=True)
+    opened = dict(open_now.values_list("kind").annotate(n=Count("id")).values_list("kind", "n"))
+    family = GaugeMetricFamily("proxypool_open_alerts", "Alerts open now, by kind.",
+                               labels=["kind"])  # fmt: skip
+    for kind in Alert.Kind:
+        family.add_metric([kind.value], opened.get(kind.value, 0))
+    yield family
+
+
 def _summary(
     totals: dict[str, dict[tuple[str, ...], int]],
     name: str,
@@ -214,6 +231,7 @@ class _Collector:
         yield from _pool_families()
         yield from _stream_families()
         yield from _usage_families()
+        yield from _alert_families()
 
 
 def exposition() -> bytes:

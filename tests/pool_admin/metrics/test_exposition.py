@@ -11,11 +11,13 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
-from pool_admin.config.models import ProviderAccount, Upstream
+from pool_admin import alerts, filling
+from pool_admin.config.models import Alert, ProviderAccount, Upstream
 from pool_admin.metrics import exposition
 from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
 from pool_admin.pool import get_pool
 from tests.harness.metrics import drain_metrics
+from tests.harness.vendor_server import vendor_server
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -104,10 +106,35 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     # proxy, IP, session or client).
     assert all(name.startswith("proxypool_") for name in got)
     assert {key for samples in got.values() for labels, _ in samples for key in labels} <= {
-        "upstream", "outcome", "reason", "source", "result", "used", "quantile"
+        "upstream", "outcome", "reason", "source", "result", "used", "quantile", "kind"
     }  # fmt: skip
     assert b"proxypool_usage_events_dropped_total 3.0" in response.content
     assert b'proxypool_extracted_proxies_total{upstream="acme-a"} 2.0' in response.content
+
+
+def test_fetch_failures_by_upstream_and_kind_and_open_alerts_by_kind(monkeypatch):
+    """A vendor answering HTTP 500, fetched as the fetch task does: its failures counted by
+    kind, and the alert they open is a gauge of open alerts by kind (every kind listed)."""
+    monkeypatch.setitem(alerts.THRESHOLDS, Alert.Kind.FETCH_FAILING, 2)
+    account = ProviderAccount.objects.create(name="acme")
+    with vendor_server() as base:
+        Upstream.objects.create(
+            name="acme-a", account=account, kind="preset", preset="webshare_list",
+            endpoint_url=f"{base}/status/500", allow_local_hosts=True,
+        )  # fmt: skip
+        for _ in range(2):
+            filling.scheduler().request(filling.now(), "acme", "acme-a", timedelta(0))
+            claims: list[dict] = []
+            assert filling.dispatch(filling.now(), claims.append) == 1
+            assert filling.run_fetch(claims[0]) is None
+    flush_events()
+    drain_metrics()
+    got = families(scrape().content)
+    assert got["proxypool_fetch_failures"] == [({"upstream": "acme-a", "kind": "http_status"}, 2.0)]
+    open_alerts = dict((labels["kind"], value) for labels, value in got["proxypool_open_alerts"])
+    assert open_alerts == {
+        kind.value: float(kind == Alert.Kind.FETCH_FAILING) for kind in Alert.Kind
+    }
 
 
 def test_a_scrape_is_read_at_most_once_per_few_seconds():
