@@ -145,7 +145,11 @@ def fill(
             give_back(asked - got)
         result = recorded.write(intake)
         result.deficit, result.asked = deficit, asked
-        endpoints = _endpoints(intake.batches[: result.batches_written], credentials)
+        # Only what the pool took in as new: a refreshed proxy keeps the state its checks gave
+        # it, and one the pool refused (another upstream's exit, a lifetime it does not
+        # believe, extracted already) is not the pool's to check or count.
+        endpoints = _endpoints(intake.batches[: result.batches_written], credentials,
+                               set(result.inserted_ids))  # fmt: skip
     finally:
         credentials.discard(kept.refs)  # the records carry them now; nothing else may
     report = FillReport(result)
@@ -219,12 +223,15 @@ def _ask(plan: UpstreamFill, clock: Clock, count: int) -> ParsedResponse:
 
 
 def _endpoints(
-    batches: tuple[FetchedBatch, ...], credentials: FetchCredentials
+    batches: tuple[FetchedBatch, ...], credentials: FetchCredentials, inserted: set[str]
 ) -> list[tuple[FetchedProxy, ProxyEndpoint | None]]:
-    """Each proxy written with where to check it (None: it cannot be checked as listed)."""
+    """Each proxy the pool took in as new, with where to check it (None: it cannot be checked
+    as listed)."""
     out: list[tuple[FetchedProxy, ProxyEndpoint | None]] = []
     for batch in batches:
         for proxy in batch.proxies:
+            if proxy.proxy_id not in inserted:
+                continue
             username = password = None
             try:
                 if proxy.secret_ref is not None:

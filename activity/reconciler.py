@@ -97,6 +97,8 @@ class ReconcileResult:
     replayed_chunks: int = 0
     #: Batches written (or replayed): the ones after a batch ``max_size`` cut are not.
     batches_written: int = 0
+    #: The new lifecycles' IDs (``UpsertResult.inserted_ids``): what the intake checks probe.
+    inserted_ids: list[str] = field(default_factory=list)
 
     def add(self, result: UpsertResult) -> None:
         """A chunk's result; a replayed one is counted as such only (its counts were the first
@@ -105,6 +107,7 @@ class ReconcileResult:
             self.replayed_chunks += 1
             return
         self.inserted += result.inserted
+        self.inserted_ids.extend(result.inserted_ids)
         self.refreshed += result.refreshed
         self.over_capacity += result.over_capacity
         self.conflicts += result.conflicts

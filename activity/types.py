@@ -235,6 +235,10 @@ class UpsertResult:
     quarantined: int = 0
     #: Of ``inserted``, entered SUSPECT: their exit failed clients lately (passive health).
     suspect: int = 0
+    #: The inserted proxies' IDs (new lifecycles, FETCHED or SUSPECT), in the batch's order:
+    #: what an intake check probes. Empty when the call was replayed (its first answer had
+    #: them).
+    inserted_ids: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

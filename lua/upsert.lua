@@ -16,8 +16,9 @@
 -- ARGV[15..] each candidate's static JSON, in candidate order, as Python built it (stored and
 --          handed back verbatim; separate arguments so no JSON is decoded or escaped twice)
 -- Returns: {"ok": {inserted, refreshed, conflicts, skipped_terminal, over_capacity, cleaned,
---          quarantined, suspect, replayed, [dropped, whole: true when the finished call was
---          replayed]}}
+--          quarantined, suspect, replayed, new: the inserted IDs in candidate order (a chunk's
+--          only: the whole call's stored result has none), [dropped, whole: true when the
+--          finished call was replayed]}}
 -- Errors: idempotency_conflict, layout_mismatch
 local now, u, max_size = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local clean_budget, scan_budget, fetched = tonum(ARGV[4]), tonum(ARGV[5]), tonum(ARGV[6])
@@ -41,6 +42,8 @@ end
 
 local counts = {inserted = 0, refreshed = 0, conflicts = 0, skipped_terminal = 0,
                 over_capacity = 0, cleaned = 0, quarantined = 0, suspect = 0, replayed = false}
+-- The new lifecycles' IDs (at most the chunk's candidates): the intake checks only these.
+local new = {}
 local function inventory() return counter(INV, u) end
 local function nullable(v) if v == cjson.null then return nil end return v end
 
@@ -121,6 +124,7 @@ for i, a in ipairs(cands) do
       hset(UNIQ, c.k, c.id)
       set_expiry(c.id, rec)
       counts.inserted = counts.inserted + 1
+      new[#new + 1] = c.id
     end
   elseif rec.k ~= c.k or rec.u ~= u then
     counts.conflicts = counts.conflicts + 1 -- the incumbent (ID and upstream) keeps it
@@ -142,7 +146,6 @@ for i, a in ipairs(cands) do
 end
 touch(R); touch(HOT); touch(UNIQ)
 
-remember(k(op), content, cjson.encode(counts), now + op_ttl, now, nonce)
 if last then
   local total = {replayed = false}
   for name, value in pairs(counts) do
@@ -151,5 +154,7 @@ if last then
   total.dropped = earlier.dropped
   remember(whole_key, content, cjson.encode(total), now + op_ttl, now, nonce)
 end
+counts.new = new
+remember(k(op), content, cjson.encode(counts), now + op_ttl, now, nonce)
 finish(now)
 return ok(counts)

@@ -119,6 +119,21 @@ class TestUpsert:
         assert h.pool.inventory("u1") == 1
         assert h.take(1).proxies[0].upstream_id == "u1"
 
+    def test_the_new_lifecycles_are_named_and_nothing_else(self, make_pool: PoolFactory):
+        """Upsert: the IDs of what it inserted, in batch order, across chunks; not what it
+        refreshed, refused or dropped (an intake check probes exactly these)."""
+        h = make_pool(options=PoolOptions(script_batch_cap=2))
+        h.stock("old", upstream="u1")
+        h.stock("held", upstream="u2")
+        h.take(1, upstream="u2")  # extracted: a terminal state
+        result = h.upsert([
+            h.proxy("n1"), h.proxy("old"), h.proxy("held"), h.proxy("n2"),
+            h.proxy("gone", ttl=timedelta(seconds=1)), h.proxy("n3"),
+        ], upstream="u1")  # fmt: skip
+        assert result.inserted_ids == ("n1", "n2", "n3")
+        assert (result.inserted, result.refreshed, result.conflicts) == (3, 1, 1)
+        assert result.dropped == 1  # inside its safety margin
+
     def test_proxy_id_and_unique_key_must_agree(self, make_pool: PoolFactory):
         """Upsert step 2: a known ID with another exit, or an exit under another ID, conflicts."""
         h = make_pool()
@@ -173,7 +188,8 @@ class TestUpsert:
         proxies = [h.proxy("p1"), h.proxy("p2")]
         first = h.upsert(proxies, operation_id="fetch-1")
         again = h.upsert(proxies, operation_id="fetch-1")
-        assert again == replace(first, replayed=True)
+        assert first.inserted_ids == ("p1", "p2")
+        assert again == replace(first, replayed=True, inserted_ids=())  # the first had them
         assert h.pool.inventory("u1") == 2
         with pytest.raises(IdempotencyConflict):
             h.upsert([h.proxy("p3")], operation_id="fetch-1")
@@ -187,7 +203,8 @@ class TestUpsert:
         first = h.upsert(proxies, operation_id="op-1")
         h.advance(6 * SEC)  # p1 is inside its safety margin now
         h.credentials.revoke(secret.ref)
-        assert h.upsert(proxies, operation_id="op-1") == replace(first, replayed=True)
+        again = h.upsert(proxies, operation_id="op-1")
+        assert again == replace(first, replayed=True, inserted_ids=())
 
     def test_a_refresh_that_shortens_life_cuts_the_lease(self, make_pool: PoolFactory):
         """Worker 所有权: a lease never outlives usable_until, even after a refresh."""

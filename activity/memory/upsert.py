@@ -54,12 +54,14 @@ class Upserts:
                 op = digest("op-upsert", prepared.upstream_id, batch.operation_id)
                 stored = s.replayed("op", op, prepared.content_digest, now)
                 if isinstance(stored, UpsertResult):
-                    return dataclasses.replace(stored, replayed=True)
+                    # As upsert.lua's whole-call replay: its counts, not its new IDs.
+                    return dataclasses.replace(stored, replayed=True, inserted_ids=())
             counts = Counter[str]()
+            new: list[str] = []
             # Chunks of script_batch_cap input positions, each starting with its own bounded
             # clean, exactly as RedisPool runs one call per chunk: the counts agree.
             for chunk in prepared.chunks(s.options.script_batch_cap):
-                self._upsert_chunk(prepared, chunk, now, counts)
+                self._upsert_chunk(prepared, chunk, now, counts, new)
             result = UpsertResult(
                 inserted=counts["inserted"],
                 refreshed=counts["refreshed"],
@@ -70,6 +72,7 @@ class Upserts:
                 cleaned=counts["cleaned"],
                 quarantined=counts["quarantined"],
                 suspect=counts["suspect"],
+                inserted_ids=tuple(new),
             )
             if op is not None:
                 expires = now + span_ms(s.options.operation_ttl)
@@ -82,6 +85,7 @@ class Upserts:
         chunk: Sequence[PreparedProxy],
         now: int,
         counts: Counter[str],
+        new: list[str],
     ) -> None:
         s = self._s
         counts["cleaned"] += s.clean_expired(now, s.options.clean_budget)[0]
@@ -92,12 +96,13 @@ class Upserts:
             expiry = s.upstream_expiry.get(upstream) or ZSet()
             counts["cleaned"] += s.clean_expired(now, s.options.scan_budget, expiry)[0]
         for cand in chunk:
-            self._upsert_one(batch, cand, now, counts)
+            if self._upsert_one(batch, cand, now, counts):
+                new.append(cand.proxy_id)
 
     def _upsert_one(
         self, batch: PreparedBatch, cand: PreparedProxy, now: int, counts: Counter[str]
-    ) -> None:
-        """One candidate of ADR-005's six upsert steps."""
+    ) -> bool:
+        """One candidate of ADR-005's six upsert steps; whether it began a new lifecycle."""
         s = self._s
         holder_id = s.unique.get(cand.key_digest)
         for pid in (holder_id, cand.proxy_id):
@@ -119,6 +124,7 @@ class Upserts:
                 self._insert(batch, cand, ProxyState.SUSPECT if suspect else ProxyState.FETCHED)
                 counts["inserted"] += 1
                 counts["suspect"] += suspect
+                return True
         elif rec.key_digest != cand.key_digest or rec.upstream_id != batch.upstream_id:
             counts["conflicts"] += 1  # the incumbent (ID and upstream) keeps its lifecycle
         elif rec.state in TERMINAL:
@@ -132,6 +138,7 @@ class Upserts:
                 if owner is not None and owner.lease_ms > rec.usable_ms:
                     s.set_lease(rec.proxy_id, owner, rec.usable_ms)  # lease <= usable_until
             counts["refreshed"] += 1
+        return False
 
     def _set_expiry(self, rec: Record) -> None:
         self._s.expiry.add(rec.proxy_id, rec.expires_ms)

@@ -124,6 +124,7 @@ class RedisPool:
         nonce = uuid.uuid4().hex
         totals: dict[str, int] = {"dropped": prepared.dropped}
         replayed = False
+        new: list[str] = []
         for index, chunk in enumerate(chunks):
             op = v.digest("op-upsert", prepared.upstream_id, operation, str(index))
             reply = self._scripts.call(
@@ -150,6 +151,7 @@ class RedisPool:
                 totals, replayed = reply, bool(reply["replayed"])
                 break
             reply.pop("replayed")  # a chunk replayed after a dropped connection: same call
+            new.extend(str(pid) for pid in as_list(reply.pop("new", [])))
             for name, value in reply.items():
                 totals[name] = totals.get(name, 0) + int(value)
         return UpsertResult(
@@ -163,6 +165,7 @@ class RedisPool:
             replayed=replayed,
             quarantined=int(totals.get("quarantined", 0)),  # absent from older stored results
             suspect=int(totals.get("suspect", 0)),
+            inserted_ids=() if replayed else tuple(new),
         )
 
     # ------------------------------------------------------------------ HealthStore

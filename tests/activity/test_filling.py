@@ -322,3 +322,29 @@ def test_labels_as_vendors_send_them_fill_the_pool_and_match_in_any_case(pool_of
         "广东省广州市",
         "电信",
     )
+
+
+def test_only_what_the_pool_took_in_is_checked_and_counted(pool_of, proxies, target):
+    """Before: a fetch probed and counted every proxy it wrote, the ones the pool refused
+    (another upstream's exit) and refreshed (already checked) too: "100% of N checks passed"
+    with none of them taken."""
+    pool, credentials, clock = pool_of
+    http, _ = proxies
+    listed = webshare((http.port, "demo1", "pw1"))
+    check = CheckTarget(target.url())
+    other = UpstreamTarget("other", 10, timedelta(seconds=5))
+
+    def fetch(operation_id: str, upstream: UpstreamTarget | None = None) -> FillReport:
+        fill_plan = plan(url, "http", check)
+        if upstream is not None:
+            fill_plan = replace(fill_plan, target=upstream)
+        return fill(clock.now(), fill_plan, pool=pool, credentials=credentials, clock=clock,
+                    operation_id=operation_id, proxy_budget=100)  # fmt: skip
+
+    with vendor(listed) as url:
+        first = fetch("op1")
+        refused = fetch("op2", other)  # the same exit, held by demo-http
+        refreshed = fetch("op3")
+    assert (first.reconcile.inserted, first.checked, first.states) == (1, 1, {"available": 1})
+    assert (refused.reconcile.conflicts, refused.checked, refused.states) == (1, 0, {})
+    assert (refreshed.reconcile.refreshed, refreshed.checked, refreshed.states) == (1, 0, {})
