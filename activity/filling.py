@@ -116,7 +116,9 @@ def fill(
     ``n`` the account's budget allows now (the scheduler's ``take_proxies``), and
     ``give_back(m)`` returns what of it the vendor did not give (all of it when the vendor
     failed); ``keep_alive()`` is called before each round of checks (the caller renews its
-    lease there).
+    lease there). A failure on our side after the vendor answered (the pool's store, half-way
+    through the write or the checks) raises :class:`FetchInterrupted` once what was written
+    has been checked as far as the store allows: its report says what is in the pool.
 
     The checks run in rounds of ``check_concurrency`` proxies, each round's results applied
     when it ends (the first proxies are AVAILABLE before the last are checked), so a round
@@ -137,14 +139,18 @@ def fill(
             give_back(asked)  # nothing came: none of it counts
         raise
     kept = _Recorded(credentials)
+    interrupted: Exception | None = None
+    result = ReconcileResult(deficit=deficit, asked=asked)
     try:
         recorded = Reconciler(pool, kept)
         intake = recorded.prepare(now, plan.target, parsed, keep=asked, operation_id=operation_id)
         got = sum(len(batch.proxies) for batch in intake.batches)
         if give_back is not None and got < asked:
             give_back(asked - got)
-        result = recorded.write(intake)
-        result.deficit, result.asked = deficit, asked
+        try:
+            recorded.write(intake, into=result)
+        except Exception as exc:  # the store failed half-way: what it took is checked still
+            interrupted = exc
         # Only what the pool took in as new: a refreshed proxy keeps the state its checks gave
         # it, and one the pool refused (another upstream's exit, a lifetime it does not
         # believe, extracted already) is not the pool's to check or count.
@@ -153,6 +159,36 @@ def fill(
     finally:
         credentials.discard(kept.refs)  # the records carry them now; nothing else may
     report = FillReport(result)
+    try:
+        _check_intake(plan, pool, endpoints, clock, report, keep_alive)
+    except Exception as exc:
+        interrupted = interrupted or exc
+    if interrupted is not None:
+        raise FetchInterrupted(report, interrupted) from interrupted
+    return report
+
+
+class FetchInterrupted(Exception):
+    """A fetch that failed on our side (the pool's store) after the vendor answered: its
+    ``report`` says what it wrote and checked before it stopped (what is in the pool now);
+    ``cause`` is what stopped it. Proxies it wrote and could not check are FETCHED, out of
+    extraction, until a recheck takes them (due at once: activity/rechecking.py)."""
+
+    def __init__(self, report: FillReport, cause: Exception) -> None:
+        super().__init__(f"the fetch stopped on our side ({type(cause).__name__})")
+        self.report, self.cause = report, cause
+
+
+def _check_intake(
+    plan: UpstreamFill,
+    pool: FillingPool,
+    endpoints: list[tuple[FetchedProxy, ProxyEndpoint | None]],
+    clock: Clock,
+    report: FillReport,
+    keep_alive: Callable[[], object] | None,
+) -> None:
+    """The intake checks of the proxies the fetch took in, in rounds, each applied as it
+    ends; ``report`` counts them as they are applied."""
     checkable = [(proxy, endpoint) for proxy, endpoint in endpoints if endpoint is not None]
     updates = [
         HealthUpdate(proxy.proxy_id, ProxyState.UNHEALTHY, clock.now(), None, "check_unusable")
@@ -166,28 +202,28 @@ def fill(
             HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, clock.now(), expected=ProxyState.FETCHED)
             for p, _ in checkable
         ]
-    total = _apply(pool, updates, HealthResult())
+    report.health = HealthResult()
+    _apply(pool, updates, report)
     if plan.check is not None:
         for start in range(0, len(checkable), plan.check_concurrency):
             if keep_alive is not None:
                 keep_alive()
             checked = _checked(plan, checkable[start : start + plan.check_concurrency], clock)
+            _apply(pool, checked, report)
             report.checked += len(checked)
-            updates += checked
-            total = _apply(pool, checked, total)
-    for update in updates:
-        report.states[update.state.value] = report.states.get(update.state.value, 0) + 1
-        if update.latency_ms is not None:
-            report.latency_ms += update.latency_ms
-            report.timed += 1
-    report.health = total
-    return report
 
 
-def _apply(pool: FillingPool, updates: list[HealthUpdate], total: HealthResult) -> HealthResult:
+def _apply(pool: FillingPool, updates: list[HealthUpdate], report: FillReport) -> None:
+    """Apply ``updates`` in the pool's batches, each counted in ``report`` once applied."""
     for start in range(0, len(updates), HEALTH_BATCH):
-        total += pool.apply_health(updates[start : start + HEALTH_BATCH])
-    return total
+        part = updates[start : start + HEALTH_BATCH]
+        health = pool.apply_health(part)
+        report.health = health if report.health is None else report.health + health
+        for update in part:
+            report.states[update.state.value] = report.states.get(update.state.value, 0) + 1
+            if update.latency_ms is not None:
+                report.latency_ms += update.latency_ms
+                report.timed += 1
 
 
 class _Recorded:

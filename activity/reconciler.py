@@ -206,14 +206,13 @@ class Reconciler:
         beyond = received - duplicates - len(entries)
         return Intake(batches, received, beyond, Counter(parsed.dropped), duplicates)
 
-    def write(self, intake: Intake) -> ReconcileResult:
-        """Upsert the batches in order; stops after one the upstream's ``max_size`` cut."""
-        result = ReconcileResult(
-            received=intake.received,
-            beyond_ask=intake.beyond_ask,
-            duplicates=intake.duplicates,
-            dropped=intake.dropped,
-        )
+    def write(self, intake: Intake, into: ReconcileResult | None = None) -> ReconcileResult:
+        """Upsert the batches in order; stops after one the upstream's ``max_size`` cut. Each
+        batch's result is added to ``into`` (a new result if None) as it is written, so a
+        caller whose write failed half-way still knows what was written."""
+        result = into if into is not None else ReconcileResult()
+        result.received, result.beyond_ask = intake.received, intake.beyond_ask
+        result.duplicates, result.dropped = intake.duplicates, intake.dropped
         for batch in intake.batches:
             chunk_result = self.pool.upsert_fetched(batch)
             result.add(chunk_result)

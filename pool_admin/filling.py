@@ -32,7 +32,7 @@ from django.conf import settings
 from activity.checker import CheckTarget
 from activity.clock import SystemClock
 from activity.errors import ActivityError, LeaseLost
-from activity.filling import FillReport, UpstreamFill, fill
+from activity.filling import FetchInterrupted, FillReport, UpstreamFill, fill
 from activity.providers.errors import NextStep, ProviderError
 from activity.providers.fetch import FetchLimits, HttpStatusError
 from activity.reconciler import UpstreamTarget
@@ -230,6 +230,21 @@ def run_fetch(payload: dict[str, Any]) -> FillReport | None:
             refused = exc.next_step is NextStep.DISABLE
             kind = Alert.Kind.VENDOR_REFUSES if refused else Alert.Kind.FETCH_FAILING
             alerts.record(upstream, kind, failed=True, detail=f"{exc.code}: {exc}")
+    except FetchInterrupted as exc:
+        # The store failed after the vendor answered: say what the pool holds of this fetch.
+        report = None
+        r = exc.report.reconcile
+        # Each new proxy gets one health update (its check, or trusted, or not checkable).
+        unchecked = r.inserted - sum(exc.report.states.values())
+        said = (f"{type(exc.cause).__name__} after taking in {r.inserted} new proxies "
+                f"({unchecked} unchecked, out of extraction until a recheck) and refreshing "
+                f"{r.refreshed}")  # fmt: skip
+        logger.error("fetch %s stopped on our side: %s", claim.upstream_id, said)
+        emit_event("fetch_failed", upstream=claim.upstream_id, error="our_side")
+        if upstream is not None:
+            _emit_usage(upstream.name, exc.report)
+            detail = f"{getattr(exc.cause, 'code', 'our_side')}: {said}"
+            alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
     except LeaseLost:
         logger.warning("fetch %s: its lease was lost mid-fetch; stopped", claim.upstream_id)
     except Exception as exc:

@@ -16,7 +16,8 @@ import redis
 from activity import ManualClock, MemoryPool, PoolOptions, RedisPool
 from activity.checker import CheckTarget
 from activity.credentials import FetchCredentials, NoCredentials
-from activity.filling import FillReport, UpstreamFill, fill, intake_timeout
+from activity.errors import StoreUnavailable
+from activity.filling import FetchInterrupted, FillReport, UpstreamFill, fill, intake_timeout
 from activity.providers.entries import DropReason
 from activity.providers.errors import MalformedResponse, NextStep, VendorError
 from activity.providers.fetch import (
@@ -30,6 +31,7 @@ from activity.providers.presets import PRESETS, UpstreamOptions
 from activity.reconciler import UpstreamTarget
 from activity.types import ExtractFilters, ExtractMode, ExtractRequest, Outcome, OutcomeReport
 from tests.harness.check_target import closed_port
+from tests.harness.faulty_pool import StoreFailsOnSecondWrite
 from tests.harness.vendor_server import vendor_server
 from tests.harness.webshare_vendor import vendor, webshare
 
@@ -348,3 +350,23 @@ def test_only_what_the_pool_took_in_is_checked_and_counted(pool_of, proxies, tar
     assert (first.reconcile.inserted, first.checked, first.states) == (1, 1, {"available": 1})
     assert (refused.reconcile.conflicts, refused.checked, refused.states) == (1, 0, {})
     assert (refreshed.reconcile.refreshed, refreshed.checked, refreshed.states) == (1, 0, {})
+
+
+def test_a_fetch_the_store_stops_half_way_checks_what_it_wrote_and_says_so(pool_of):
+    """600 proxies, the store failing at the second batch of 500: the first 500 are in the
+    pool, and made available (a trusted provider) before the failure is raised, with a report
+    that says so. Before: the failure propagated with 500 proxies written and left unchecked."""
+    pool, credentials, clock = pool_of
+    options = UpstreamOptions("http", timedelta(minutes=5), 1_000, allow_local_hosts=True)
+    many = webshare(*[(20_000 + n, f"u{n}", "pw") for n in range(600)])
+    with vendor(many) as url:
+        big = replace(plan(url, "http", None), format=PRESETS["webshare_list"].format(options),
+                      target=UpstreamTarget("demo-http", 1_000, timedelta(seconds=5)))  # fmt: skip
+        with pytest.raises(FetchInterrupted) as caught:
+            fill(clock.now(), big, pool=StoreFailsOnSecondWrite(pool), credentials=credentials,
+                 clock=clock, operation_id="op", proxy_budget=1_000)  # fmt: skip
+    report = caught.value.report
+    assert isinstance(caught.value.cause, StoreUnavailable)
+    assert (report.reconcile.inserted, report.states) == (500, {"available": 500})
+    assert pool.upstream_inventory("demo-http").available_slots == 500
+    assert credentials.held() == 0  # every fetched password forgotten all the same

@@ -247,3 +247,23 @@ def test_a_vendors_retry_after_is_honoured_up_to_its_bound(target, settings, bou
     due = filling.scheduler().status(filling.now(), "acme", "acme-http").due_at
     assert due is not None
     assert abs((due - filling.now()).total_seconds() - waits_s) < 5
+
+
+def test_a_fetch_the_store_stops_half_way_says_what_the_pool_holds(target, monkeypatch, caplog):
+    from pool_admin.config.models import Alert
+    from tests.harness.faulty_pool import StoreFailsOnSecondWrite
+
+    real = get_pool()
+    failing = StoreFailsOnSecondWrite(real)
+    monkeypatch.setattr(filling, "get_pool", lambda: failing)
+    many = webshare(*[(20_000 + n, f"u{n}", "pw") for n in range(600)])
+    with vendor(many) as url:
+        configure(url, target, trust_provider=True, max_size=1_000)
+        claims: list[dict] = []
+        assert filling.dispatch(filling.now(), claims.append) == 1
+        assert filling.run_fetch(claims[0]) is None
+    said = "StoreUnavailable after taking in 500 new proxies (0 unchecked, out of extraction "
+    assert any(said in r.getMessage() for r in caplog.records), caplog.text
+    [alert] = Alert.objects.filter(kind=Alert.Kind.FETCH_FAILING)
+    assert alert.detail.startswith("store_unavailable: " + said)
+    assert real.upstream_inventory("acme-http").available_slots == 500
