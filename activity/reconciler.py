@@ -1,10 +1,10 @@
-"""The reconciler: what one upstream lacks, asked of its provider within budget, put in the
-pool in chunks under one operation ID (ARCHITECTURE.md, "Filling the pool").
+"""The reconciler: a provider's answer put in the pool in chunks under one operation ID
+(ARCHITECTURE.md, "Filling the pool"); the fetch job (activity/fetch_job.py) decides what to
+ask for and runs it.
 
-``reconcile`` reads the upstream's unextracted count (``inventory``), asks the provider for at
-most ``min(max_size - unextracted, proxy_budget)`` proxies (``ask(count)``: the caller's fetch
-and parse with the upstream's preset), keeps the longest-lived of what came back (a vendor may
-send more than asked; a proxy listed twice counts once), and upserts them ``chunk`` at a time,
+``prepare`` keeps the longest-lived of what an answer listed, up to what was asked (a vendor
+may send more than asked; a proxy listed twice counts once), their lifetimes cut to the pool's
+bound and their labels mapped (``UpstreamTarget``); ``write`` upserts them ``chunk`` at a time,
 chunk ``i`` under ``f"{operation_id}:{i}"`` (an :class:`Intake`). Writing an intake again
 (after the store failed mid-way) never changes the counts twice: each chunk already written
 replays its first result, and only the chunks the first write did not reach are written. A new
@@ -21,7 +21,6 @@ goes to ``credentials`` (a store the pool's resolver reads), never into the pool
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -29,6 +28,7 @@ from typing import Protocol
 from activity._checks import digest
 from activity.credentials import CredentialVersion
 from activity.labels import LabelMap
+from activity.ports import Upserter
 from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
 from activity.types import FetchedBatch, FetchedProxy, PoolOptions, UpsertResult
 
@@ -39,12 +39,6 @@ DEFAULT_CHUNK = 500
 LIFETIME_CLOCK_MARGIN = timedelta(minutes=1)
 #: The longest a proxy lives in the pool from the fetch that listed it (see UpstreamTarget).
 MAX_LIFETIME = PoolOptions().max_proxy_ttl - LIFETIME_CLOCK_MARGIN
-
-
-class ReconcilerPool(Protocol):
-    def inventory(self, upstream_id: str) -> int: ...
-
-    def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult: ...
 
 
 class CredentialSink(Protocol):
@@ -133,42 +127,13 @@ class Intake:
 
 class Reconciler:
     def __init__(
-        self, pool: ReconcilerPool, credentials: CredentialSink, *, chunk: int = DEFAULT_CHUNK
+        self, pool: Upserter, credentials: CredentialSink, *, chunk: int = DEFAULT_CHUNK
     ) -> None:
         if not 1 <= chunk <= 10_000:
             raise ValueError("chunk must be 1-10,000 proxies")
         self.pool = pool
         self.credentials = credentials
         self.chunk = chunk
-
-    def deficit(self, target: UpstreamTarget) -> int:
-        """``max_size`` less the upstream's unextracted proxies: the measure the pool's own
-        capacity check uses (UNHEALTHY ones included, until they expire), so what is asked
-        for can be inserted."""
-        return max(0, target.max_size - self.pool.inventory(target.upstream_id))
-
-    def reconcile(
-        self,
-        now: datetime,
-        target: UpstreamTarget,
-        ask: Callable[[int], ParsedResponse],
-        *,
-        operation_id: str,
-        proxy_budget: int,
-    ) -> ReconcileResult:
-        """Fill ``target`` from ``ask``: plan, ask, prepare, write. The provider's errors
-        (``ProviderError``) propagate with nothing written; the pool's propagate from
-        ``write`` after the chunks done, and writing the same ``Intake`` again finishes it."""
-        if proxy_budget < 0:
-            raise ValueError("proxy_budget must not be negative")
-        deficit = self.deficit(target)
-        asked = min(deficit, proxy_budget)
-        if asked == 0:
-            return ReconcileResult(deficit=deficit)
-        intake = self.prepare(now, target, ask(asked), keep=asked, operation_id=operation_id)
-        result = self.write(intake)
-        result.deficit, result.asked = deficit, asked
-        return result
 
     def prepare(
         self,

@@ -105,7 +105,7 @@ def main() -> None:
         from django.test import Client
 
         from activity.scheduler.types import AccountLimits
-        from pool_admin.filling import scheduler
+        from pool_admin.fetch_tasks import scheduler
         from pool_admin.pool import get_pool
 
         names = configure(args.upstreams)

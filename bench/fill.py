@@ -1,4 +1,4 @@
-"""Fetch-to-available: one fetch of ``--proxies`` proxies end to end (``activity.filling.fill``),
+"""Fetch-to-available: one fetch of ``--proxies`` proxies end to end (``FetchJob.run``),
 from the vendor request to every proxy AVAILABLE in the pool, on loopback.
 
     .venv/bin/python bench/fill.py [--proxies 1000] [--servers 4] [--concurrency 200] [--rounds 3]
@@ -6,7 +6,8 @@ from the vendor request to every proxy AVAILABLE in the pool, on loopback.
 Starts ``--servers`` tinyproxy processes (Debian's, Basic auth) with ``proxies / servers`` logins
 each (every login an exit of its own), a vendor answering in Webshare's shape with all of them
 (tests/harness/webshare_vendor.py), a check URL server (tests/harness/check_target.py) and a
-private ``redis-server``; then, per round, under a fresh pool prefix, runs ``fill`` and prints
+private ``redis-server``; then, per round, under a fresh pool prefix, runs a claimed fetch job
+(activity/fetch_job.py, an in-memory scheduler) and prints
 the time from the fetch's start to the vendor's parsed answer, to the upsert done, to the first
 round of checks applied (its proxies AVAILABLE) and to the last (every proxy AVAILABLE: the
 worst proxy's fetch-to-available time). Not part of ``make test``.
@@ -32,9 +33,10 @@ from activity import PoolOptions, RedisPool  # noqa: E402
 from activity.checker import CheckTarget  # noqa: E402
 from activity.clock import SystemClock  # noqa: E402
 from activity.credentials import FetchCredentials, NoCredentials  # noqa: E402
-from activity.filling import UpstreamFill, fill  # noqa: E402
+from activity.fetch_job import FetchJob, FetchPlan  # noqa: E402
 from activity.providers.presets import PRESETS, UpstreamOptions  # noqa: E402
 from activity.reconciler import UpstreamTarget  # noqa: E402
+from activity.scheduler import AccountLimits, Claim, MemoryScheduler  # noqa: E402
 from pool_admin.forward_proxies import Tinyproxy  # noqa: E402
 from pool_admin.localservices import RedisServer  # noqa: E402
 from tests.harness.check_target import check_target  # noqa: E402
@@ -95,20 +97,26 @@ def main() -> int:
             pool = RedisPool(client, PoolOptions(prefix=f"b{uuid.uuid4().hex[:10]}"),
                              credentials=credentials)  # fmt: skip
             timed = Timed(pool)
-            plan = UpstreamFill(
+            plan = FetchPlan(
                 target=UpstreamTarget("bench", len(listed), timedelta(seconds=5)),
                 url=url, format=PRESETS["webshare_list"].format(options),
                 count_param="page_size", check=CheckTarget(target.url()), check_timeout=5,
                 check_concurrency=args.concurrency,
             )  # fmt: skip
+            clock, scheduler = SystemClock(), MemoryScheduler()
+            limits = AccountLimits(proxies_per_minute=len(listed))
+            scheduler.schedule("bench", "bench", clock.now())
+            claim = scheduler.claim(clock.now(), "bench", limits, timedelta(minutes=2))
+            assert isinstance(claim, Claim)
+            lease = timedelta(minutes=2)
+            job = FetchJob(plan, pool=timed, scheduler=scheduler, claim=claim, limits=limits,
+                           lease=lease, handover=credentials, clock=clock)  # fmt: skip
             started = time.perf_counter()
-            report = fill(SystemClock().now(), plan, pool=timed, credentials=credentials,
-                          clock=SystemClock(), operation_id="bench",
-                          proxy_budget=len(listed))  # fmt: skip
+            report = job.run()
             marks = {k: v - started for k, v in timed.marks.items()}
             print(f"| {round_} | {marks['parsed']:.3f} | {marks['upserted']:.3f} "
                   f"| {marks['checked']:.3f} | {marks['applied']:.3f} "
-                  f"| {report.states.get('available', 0)} |")  # fmt: skip
+                  f"| {report.checks.states.get('available', 0)} |")  # fmt: skip
             pool.close()
         client.close()
     return 0

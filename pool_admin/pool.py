@@ -71,7 +71,7 @@ _credentials: FetchCredentials | None = None
 
 def fetch_credentials() -> FetchCredentials:
     """The process's credentials resolver: fetched passwords held until their batch is
-    written (a fetch worker's, pool_admin/filling.py), in front of the credentials store."""
+    written (a fetch worker's, pool_admin/fetch_tasks.py), in front of the credentials store."""
     global _credentials
     if _credentials is None:
         from pool_admin.config.credential_store import CredentialStore

@@ -28,7 +28,7 @@ from activity.clock import SystemClock
 from activity.rechecking import RecheckReport, recheck
 from activity.types import RecheckPolicy
 from pool_admin.config.models import Upstream
-from pool_admin.filling import CHECK_CONCURRENCY
+from pool_admin.fetch_tasks import CHECK_CONCURRENCY
 from pool_admin.metrics.stream import emit_event
 from pool_admin.pool import get_pool
 
@@ -86,9 +86,10 @@ def run_checks(upstream_name: str) -> RecheckReport | None:
         if report.complete or not report.listed or spent:
             break
     if total.listed:
-        emit_event("check", upstream=upstream.name, source="recheck", states=total.states,
-                   latency_ms=total.latency_ms, timed=total.timed)  # fmt: skip
+        checks = total.checks
+        emit_event("check", upstream=upstream.name, source="recheck", states=checks.states,
+                   latency_ms=checks.latency_ms, timed=checks.timed)  # fmt: skip
         logger.info("recheck %s: %d due, %d probed, states %s%s", upstream.name, total.listed,
-                    total.checked, total.states,
+                    checks.checked, checks.states,
                     "" if total.complete else ", more are due")  # fmt: skip
     return total

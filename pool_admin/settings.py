@@ -347,7 +347,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": USAGE_RETENTION_PERIOD,
         "options": {"expires": USAGE_RETENTION_PERIOD.total_seconds()},
     },
-    # The pool fills itself (pool_admin/filling.py): due fetches claimed per provider account.
+    # The pool fills itself (pool_admin/fetch_tasks.py): due fetches claimed per provider account.
     "dispatch-fetches": {
         "task": "pool_admin.dispatch_fetches",
         "schedule": FETCH_DISPATCH_PERIOD,

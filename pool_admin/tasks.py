@@ -52,8 +52,8 @@ def keep_usage_bounded_task() -> int:
 
 @shared_task(name="pool_admin.dispatch_fetches")
 def dispatch_fetches_task() -> int:
-    """Claim the fetches that are due (pool_admin/filling.py) and send each to a worker."""
-    from pool_admin.filling import dispatch, now
+    """Claim the fetches that are due (pool_admin/fetch_tasks.py) and send each to a worker."""
+    from pool_admin.fetch_tasks import dispatch, now
 
     return dispatch(now(), lambda payload: fetch_upstream_task.delay(payload))
 
@@ -61,7 +61,7 @@ def dispatch_fetches_task() -> int:
 @shared_task(name="pool_admin.fetch_upstream")
 def fetch_upstream_task(claim: dict[str, Any]) -> int:
     """One claimed fetch; the proxies it inserted."""
-    from pool_admin.filling import run_fetch
+    from pool_admin.fetch_tasks import run_fetch
 
     report = run_fetch(claim)
     return report.reconcile.inserted if report else 0
@@ -85,7 +85,7 @@ def check_upstream_task(upstream: str) -> int:
     from pool_admin.rechecks import run_checks
 
     report = run_checks(upstream)
-    return report.checked if report else 0
+    return report.checks.checked if report else 0
 
 
 @shared_task(name="pool_admin.sweep_pool")

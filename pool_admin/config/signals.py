@@ -1,7 +1,7 @@
 """The fetch scheduler follows the configuration's deletions and renames at once: an upstream
 deleted, renamed or moved to another account is forgotten under its old name and account, an
 account deleted is dropped (its leases, requests and call logs). A dispatch schedules what
-exists (pool_admin/filling.py) but cannot list what the scheduler holds, so without this a
+exists (pool_admin/fetch_tasks.py) but cannot list what the scheduler holds, so without this a
 deleted upstream would be claimed, and would take its account's calls, forever.
 
 A scheduler that cannot be reached is logged, never raised: the admin's change stands.
@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 def _forget(account: str, upstream: str) -> None:
     from activity.errors import ActivityError
-    from pool_admin.filling import scheduler
+    from pool_admin.fetch_tasks import scheduler
 
     try:
         scheduler().forget(account, upstream)
@@ -56,7 +56,7 @@ def upstream_deleted(sender: Any, instance: Upstream, **kwargs: Any) -> None:
 @receiver(post_delete, sender=ProviderAccount)
 def account_deleted(sender: Any, instance: ProviderAccount, **kwargs: Any) -> None:
     from activity.errors import ActivityError
-    from pool_admin.filling import scheduler
+    from pool_admin.fetch_tasks import scheduler
 
     try:
         scheduler().drop_account(instance.name)

@@ -25,7 +25,7 @@ from activity.types import Assignment, HealthUpdate, ProxyState
 from pool_admin import alerts
 from pool_admin.config.models import Alert, Upstream
 from pool_admin.console.models import OperatorAction
-from pool_admin.filling import scheduler
+from pool_admin.fetch_tasks import scheduler
 from pool_admin.pool import get_pool
 
 #: Proxies one "drain a worker" begins at most (the rest: run it again).

@@ -20,7 +20,7 @@ from django.db.models import Count, Max, Q, Sum
 from activity.errors import ActivityError
 from activity.scheduler.types import FetchStatus
 from pool_admin.config.models import Alert, Upstream, UpstreamChecks, UpstreamQuality
-from pool_admin.filling import scheduler
+from pool_admin.fetch_tasks import scheduler
 from pool_admin.pool import get_pool
 
 #: Upstreams one overview shows at most (in name order).

@@ -123,7 +123,7 @@ KINDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "duration_ms": (_count, True),
         "draws": (_draws, False),
     },
-    # One provider response written to the pool (pool_admin/filling.py): entries received,
+    # One provider response written to the pool (pool_admin/fetch_tasks.py): entries received,
     # new lifecycles inserted, refreshed, made available by their intake (checked, or a trusted
     # provider's), and the entries not taken by reason.
     "fetch": {
@@ -143,7 +143,7 @@ KINDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "latency_ms": (_count, True),
         "timed": (_count, True),
     },
-    # A fetch that failed (pool_admin/filling.py): its error code (the vendor's
+    # A fetch that failed (pool_admin/fetch_tasks.py): its error code (the vendor's
     # fetch_failed, http_status, vendor_error, malformed_response..., or our_side).
     "fetch_failed": {"upstream": (_label, True), "error": (_code, True)},
     # Records the pool removed at their hard expiry, used (extracted or assigned) or not.

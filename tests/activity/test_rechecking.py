@@ -88,9 +88,9 @@ def test_due_proxies_are_probed_through_themselves_and_a_refusing_one_leaves(
     assert harness.recheck(target.url()).listed == 0
     harness.clock.advance(3 * MIN)
     report = harness.recheck(target.url())
-    assert (report.listed, report.checked, report.complete) == (3, 3, True)
-    assert report.states == {"available": 2, "unhealthy": 1}
-    assert report.health.applied == 3
+    assert (report.listed, report.checks.checked, report.complete) == (3, 3, True)
+    assert report.checks.states == {"available": 2, "unhealthy": 1}
+    assert report.checks.health.applied == 3
     assert target.requests == before + 2  # through each working proxy once
     assert harness.recheck(target.url()).listed == 0  # taken and checked: not due again
     assert harness.extractable() == ["http", "socks"]
@@ -102,7 +102,7 @@ def test_a_failed_recheck_is_suspect_and_the_second_check_decides(harness, proxi
                   ("b", "socks5", socks.port, "demo2", "pw2"))  # fmt: skip
     harness.clock.advance(4 * MIN)
     failing = target.url("/status/500")  # the target's error: it may pass next time
-    assert harness.recheck(failing).states == {"suspect": 2}
+    assert harness.recheck(failing).checks.states == {"suspect": 2}
     assert harness.extractable() == []  # SUSPECT is out of extraction
     harness.clock.advance(29 * timedelta(seconds=1))
     assert harness.recheck(target.url()).listed == 0  # a check interval after, not sooner
@@ -113,7 +113,7 @@ def test_a_failed_recheck_is_suspect_and_the_second_check_decides(harness, proxi
     harness.pool.apply_health(
         [HealthUpdate("a", ProxyState.AVAILABLE, harness.clock.now())]  # "a" passed
     )
-    assert harness.recheck(failing).states == {"unhealthy": 1}  # "b" failed twice
+    assert harness.recheck(failing).checks.states == {"unhealthy": 1}  # "b" failed twice
     assert harness.extractable() == ["a"]
 
 
@@ -128,8 +128,8 @@ def test_held_proxies_are_never_probed_and_a_login_no_probe_can_carry_is_unhealt
     harness.clock.advance(4 * MIN)
     before = target.requests
     report = harness.recheck(target.url())
-    assert (report.listed, report.checked) == (2, 1)  # "held" not listed; the login unprobed
-    assert report.states == {"available": 1, "unhealthy": 1}
+    assert (report.listed, report.checks.checked) == (2, 1)  # "held" not listed; the login unprobed
+    assert report.checks.states == {"available": 1, "unhealthy": 1}
     assert target.requests == before + 1
 
 
@@ -153,5 +153,5 @@ def test_a_result_from_a_state_another_check_changed_is_ignored(harness, proxies
 
     report = recheck("u1", pool=OtherCheckerFirst(), check=CheckTarget(target.url("/status/500")),
                      timeout=2, concurrency=10, clock=harness.clock, limit=10)  # fmt: skip
-    assert report.states == {"unhealthy": 1} and report.health.ignored == 1
+    assert report.checks.states == {"unhealthy": 1} and report.checks.health.ignored == 1
     assert harness.extractable() == ["a"]  # the other checker's pass stands

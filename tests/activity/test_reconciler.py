@@ -14,8 +14,7 @@ import pytest
 from activity.errors import IdempotencyConflict, StoreUnavailable
 from activity.labels import BadLabel, LabelMap
 from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
-from activity.providers.errors import MalformedResponse
-from activity.reconciler import Reconciler, UpstreamTarget, proxy_id_of
+from activity.reconciler import Reconciler, ReconcileResult, UpstreamTarget, proxy_id_of
 from activity.types import FetchedBatch, ProxyState, UpsertResult
 
 TARGET = UpstreamTarget("u1", max_size=10, safety_margin=timedelta(seconds=5))
@@ -36,18 +35,6 @@ def entries(harness, count: int, *, start: int = 0, minutes: int = 10, login: bo
     ]
 
 
-class Provider:
-    """What ``ask`` gets from a provider: the counts asked, the entries handed out."""
-
-    def __init__(self, *responses: list[ProxyEntry]) -> None:
-        self.responses = list(responses)
-        self.asked: list[int] = []
-
-    def __call__(self, count: int) -> ParsedResponse:
-        self.asked.append(count)
-        return ParsedResponse(self.responses.pop(0), Counter({DropReason.BAD_PORT: 2}))
-
-
 @pytest.fixture
 def harness(make_pool):
     return make_pool()
@@ -57,42 +44,37 @@ def reconciler(harness, chunk: int = 500) -> Reconciler:
     return Reconciler(harness.pool, harness.credentials, chunk=chunk)
 
 
-def test_the_deficit_is_asked_for_and_filled(harness):
+def take_in(
+    harness,
+    listed: list[ProxyEntry],
+    *,
+    keep: int = 100,
+    target=TARGET,
+    operation_id: str = "op1",
+    rec: Reconciler | None = None,
+) -> ReconcileResult:
+    """An answer listing ``listed``, its ``keep`` longest-lived prepared and written: what the
+    fetch job does with a vendor's answer (activity/fetch_job.py)."""
+    rec = rec or reconciler(harness)
+    parsed = ParsedResponse(list(listed), Counter({DropReason.BAD_PORT: 2}))
+    intake = rec.prepare(harness.now, target, parsed, keep=keep, operation_id=operation_id)
+    return rec.write(intake)
+
+
+def test_an_answer_is_written_and_counted_with_the_parsers_drops(harness):
     harness.upsert([harness.proxy(f"p{n}") for n in range(3)], max_size=10)
-    provider = Provider(entries(harness, 7))
-    result = reconciler(harness).reconcile(harness.now, TARGET, provider, operation_id="op1",
-                                           proxy_budget=100)  # fmt: skip
-    assert provider.asked == [7]
-    assert (result.deficit, result.asked, result.received, result.inserted) == (7, 7, 7, 7)
+    result = take_in(harness, entries(harness, 7), keep=7)
+    assert (result.received, result.inserted, result.over_capacity) == (7, 7, 0)
     assert result.dropped == Counter({DropReason.BAD_PORT: 2})
     assert harness.pool.upstream_inventory("u1").managed == 10
-
-
-def test_the_budget_caps_the_ask_and_a_full_upstream_asks_nothing(harness):
-    provider = Provider(entries(harness, 4))
-    result = reconciler(harness).reconcile(harness.now, TARGET, provider, operation_id="op1",
-                                           proxy_budget=4)  # fmt: skip
-    assert provider.asked == [4] and result.inserted == 4
-    nothing = Provider()
-    for budget in (0, 100):
-        if budget:
-            more = Provider(entries(harness, 6, start=9))
-            reconciler(harness).reconcile(harness.now, TARGET, more, operation_id="op2",
-                                          proxy_budget=budget)  # fmt: skip
-        empty = reconciler(harness).reconcile(harness.now, TARGET, nothing, operation_id="op3",
-                                              proxy_budget=budget)  # fmt: skip
-        assert empty.asked == 0
-    assert nothing.asked == []
-    assert harness.pool.upstream_inventory("u1").managed == 10
+    over = take_in(harness, entries(harness, 2, start=50), operation_id="op2")
+    assert (over.inserted, over.over_capacity) == (0, 2)  # max_size is the pool's last word
 
 
 def test_of_a_response_over_the_ask_the_longest_lived_are_kept(harness):
     short = entries(harness, 5, minutes=2)
     long = entries(harness, 5, start=100, minutes=30)
-    result = reconciler(harness).reconcile(
-        harness.now, UpstreamTarget("u1", 5, timedelta(seconds=5)), Provider(short + long),
-        operation_id="op1", proxy_budget=100,
-    )  # fmt: skip
+    result = take_in(harness, short + long, keep=5)
     assert (result.received, result.beyond_ask, result.inserted) == (10, 5, 5)
     kept = harness.pool.upstream_inventory("u1").managed
     assert kept == 5
@@ -100,7 +82,7 @@ def test_of_a_response_over_the_ask_the_longest_lived_are_kept(harness):
 
 def test_a_response_written_again_changes_nothing_twice(harness):
     rec = reconciler(harness, chunk=3)
-    intake = rec.prepare(harness.now, TARGET, Provider(entries(harness, 7))(7), keep=7,
+    intake = rec.prepare(harness.now, TARGET, ParsedResponse(entries(harness, 7)), keep=7,
                          operation_id="op1")  # fmt: skip
     first, again = rec.write(intake), rec.write(intake)
     assert (first.inserted, first.replayed_chunks) == (7, 0)
@@ -109,12 +91,9 @@ def test_a_response_written_again_changes_nothing_twice(harness):
 
 
 def test_another_response_under_a_used_operation_id_is_refused(harness):
-    rec = reconciler(harness)
-    rec.reconcile(harness.now, TARGET, Provider(entries(harness, 3)), operation_id="op1",
-                  proxy_budget=100)  # fmt: skip
+    take_in(harness, entries(harness, 3))
     with pytest.raises(IdempotencyConflict):
-        rec.reconcile(harness.now, TARGET, Provider(entries(harness, 3, start=50)),
-                      operation_id="op1", proxy_budget=100)  # fmt: skip
+        take_in(harness, entries(harness, 3, start=50))
     assert harness.pool.upstream_inventory("u1").managed == 3
 
 
@@ -136,7 +115,7 @@ class _BreaksAfter:
 
 def test_a_write_cut_off_mid_way_and_done_again_writes_each_chunk_once(harness):
     broken = Reconciler(_BreaksAfter(harness.pool, 2), harness.credentials, chunk=3)
-    intake = broken.prepare(harness.now, TARGET, Provider(entries(harness, 10))(10), keep=10,
+    intake = broken.prepare(harness.now, TARGET, ParsedResponse(entries(harness, 10)), keep=10,
                             operation_id="op1")  # fmt: skip
     with pytest.raises(StoreUnavailable):
         broken.write(intake)
@@ -149,35 +128,22 @@ def test_a_write_cut_off_mid_way_and_done_again_writes_each_chunk_once(harness):
 
 def test_a_proxy_handed_out_again_refreshes_its_record(harness):
     same = entries(harness, 3)
-    reconciler(harness).reconcile(harness.now, TARGET, Provider(same), operation_id="op1",
-                                  proxy_budget=100)  # fmt: skip
+    take_in(harness, same)
     later = [ProxyEntry(e.host, e.port, e.protocol, e.expires_at + timedelta(minutes=5))
              for e in same]  # fmt: skip
-    result = reconciler(harness).reconcile(harness.now, TARGET, Provider(later),
-                                           operation_id="op2", proxy_budget=100)  # fmt: skip
+    result = take_in(harness, later, operation_id="op2")
     assert (result.inserted, result.refreshed) == (0, 3)
     assert harness.pool.upstream_inventory("u1").managed == 3
 
 
 def test_passwords_go_through_the_credentials_store_and_come_out_of_an_extract(harness):
     given = entries(harness, 2, login=True)
-    result = reconciler(harness).reconcile(harness.now, TARGET, Provider(given),
-                                           operation_id="op1", proxy_budget=100)  # fmt: skip
+    result = take_in(harness, given)
     assert result.inserted == 2
     harness.mark([proxy_id_of("u1", e) for e in given], ProxyState.AVAILABLE)  # as the checker
     extracted = harness.take(2).proxies
     assert sorted((p.username, p.password) for p in extracted) == [("user0", "pw0"),
                                                                    ("user1", "pw1")]  # fmt: skip
-
-
-def test_a_malformed_response_writes_nothing(harness):
-    def broken(count: int) -> ParsedResponse:
-        raise MalformedResponse("planted")
-
-    with pytest.raises(MalformedResponse):
-        reconciler(harness).reconcile(harness.now, TARGET, broken, operation_id="op1",
-                                      proxy_budget=100)  # fmt: skip
-    assert harness.pool.upstream_inventory("u1").managed == 0
 
 
 def test_a_proxy_listed_twice_in_a_response_is_taken_once(harness):
@@ -186,8 +152,7 @@ def test_a_proxy_listed_twice_in_a_response_is_taken_once(harness):
         *once,
         ProxyEntry(once[0].host, once[0].port, "http", harness.now + timedelta(hours=1)),
     ]
-    result = reconciler(harness).reconcile(harness.now, TARGET, Provider(twice),
-                                           operation_id="op1", proxy_budget=100)  # fmt: skip
+    result = take_in(harness, twice)
     assert (result.received, result.duplicates, result.inserted) == (4, 1, 3)
 
 
@@ -202,8 +167,7 @@ def test_an_upstreams_label_map_and_defaults_make_the_vendors_labels_its_own(har
               replace(listed[1], region="US"),
               replace(listed[2], region="de", carrier="Vodafone"),
               replace(listed[3], region=None)]  # fmt: skip
-    reconciler(harness).reconcile(harness.now, target, Provider(listed), operation_id="op1",
-                                  proxy_budget=100)  # fmt: skip
+    take_in(harness, listed, target=target)
     harness.mark([proxy_id_of("u1", e) for e in listed], ProxyState.AVAILABLE)
     got = harness.take(4).proxies
     assert sorted((p.port, p.region, p.carrier) for p in got) == [

@@ -31,7 +31,7 @@ from activity.types import (
 from pool_admin import alerts
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import Alert, Credential, ProviderAccount, Upstream
-from pool_admin.filling import scheduler
+from pool_admin.fetch_tasks import scheduler
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.events import Event
 from pool_admin.pool import get_pool

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pool_admin import filling
+from pool_admin import fetch_tasks
 from pool_admin.pool import reset_pool
 
 
@@ -13,7 +13,7 @@ def filling_pool(settings, redis_url, unique_prefix):
     """The process's pool and fetch scheduler on the test's Redis, under a prefix of its own."""
     settings.REDIS_URL, settings.POOL_PREFIX = redis_url, unique_prefix
     reset_pool(redis_url, unique_prefix)
-    filling.reset()
+    fetch_tasks.reset()
     yield
     reset_pool()
-    filling.reset()
+    fetch_tasks.reset()

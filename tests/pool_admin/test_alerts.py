@@ -12,7 +12,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from pool_admin import alerts, filling
+from pool_admin import alerts, fetch_tasks
 from pool_admin.config.models import Alert, ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
 from tests.harness.check_target import check_target
@@ -88,10 +88,10 @@ def test_a_vendor_that_keeps_failing_opens_an_alert_and_its_recovery_closes_it(
         )  # fmt: skip
 
         def fetch_now() -> None:
-            filling.scheduler().request(filling.now(), "acme", "acme-http", timedelta(0))
+            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
             claims: list[dict] = []
-            assert filling.dispatch(filling.now(), claims.append) == 1
-            filling.run_fetch(claims[0])
+            assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+            fetch_tasks.run_fetch(claims[0])
 
         for _ in range(alerts.THRESHOLDS[FAILING]):
             fetch_now()
@@ -106,10 +106,10 @@ def test_a_vendor_that_keeps_failing_opens_an_alert_and_its_recovery_closes_it(
 
 def fetch_now(account: str, upstream: str) -> None:
     """A fetch of ``upstream`` now, as beat's dispatch and the fetch task run it."""
-    filling.scheduler().request(filling.now(), account, upstream, timedelta(0))
+    fetch_tasks.scheduler().request(fetch_tasks.now(), account, upstream, timedelta(0))
     claims: list[dict] = []
-    assert filling.dispatch(filling.now(), claims.append) == 1
-    filling.run_fetch(claims[0])
+    assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+    fetch_tasks.run_fetch(claims[0])
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from pool_admin import filling
+from pool_admin import fetch_tasks
 from pool_admin.config.models import ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
 from pool_admin.pool import get_pool
@@ -47,7 +47,7 @@ def test_a_real_worker_runs_the_fetch_task_and_the_pool_fills(
             from pool_admin.tasks import fetch_upstream_task
 
             claims: list[dict] = []
-            assert filling.dispatch(filling.now(), claims.append) == 1
+            assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
             fetch_upstream_task.apply_async((claims[0],), queue=queue)
             deadline = time.monotonic() + 30
             while get_pool().upstream_inventory("acme-http").managed == 0:
@@ -83,7 +83,7 @@ def test_a_worker_killed_mid_fetch_loses_its_lease_and_the_fetch_runs_again(
             from pool_admin.tasks import fetch_upstream_task
 
             claims: list[dict] = []
-            assert filling.dispatch(filling.now(), claims.append) == 1
+            assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
             claimed_at = time.monotonic()
             fetch_upstream_task.apply_async((claims[0],), queue=queue)
             deadline = time.monotonic() + 30
@@ -95,12 +95,12 @@ def test_a_worker_killed_mid_fetch_loses_its_lease_and_the_fetch_runs_again(
             worker.wait(10)
         answer.set()  # the vendor answers from now on
         again: list[dict] = []
-        while not filling.dispatch(filling.now(), again.append):
+        while not fetch_tasks.dispatch(fetch_tasks.now(), again.append):
             assert time.monotonic() < claimed_at + 10
             time.sleep(0.1)
         assert time.monotonic() - claimed_at >= 2.5  # not before the dead worker's lease ended
-        report = filling.run_fetch(again[0])
+        report = fetch_tasks.run_fetch(again[0])
     assert report is not None and report.reconcile.inserted == 1
     assert len(url.asked) == 2
     assert get_pool().inventory("acme-http") == 1
-    assert filling.run_fetch(claims[0]) is None  # the dead worker's claim is spent
+    assert fetch_tasks.run_fetch(claims[0]) is None  # the dead worker's claim is spent

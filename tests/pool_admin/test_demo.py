@@ -12,7 +12,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from activity.types import ExtractFilters, ExtractRequest
-from pool_admin import demo, filling
+from pool_admin import demo, fetch_tasks
 from pool_admin.config.models import ApiClient, ApiKey, Credential, ProviderAccount, Upstream
 from pool_admin.demo_proxies import HTTP_USERS, LISTING, SOCKS_SERVERS, DemoProxies
 from pool_admin.pool import get_pool
@@ -104,9 +104,12 @@ def test_the_demo_fills_the_pool_with_working_local_proxies(live_server, setting
     try:
         ensure(live_server.url)
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 2
-        reports = [filling.run_fetch(claim) for claim in claims]
-        assert sorted(r.states["available"] for r in reports if r) == [SOCKS_SERVERS, HTTP_USERS]
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 2
+        reports = [fetch_tasks.run_fetch(claim) for claim in claims]
+        assert sorted(r.checks.states["available"] for r in reports if r) == [
+            SOCKS_SERVERS,
+            HTTP_USERS,
+        ]
         pool = get_pool()
         assert pool.upstream_inventory("demo").managed == HTTP_USERS
         only_http = ExtractFilters(upstream="demo")

@@ -14,7 +14,7 @@ import time
 import pytest
 from django.conf import settings
 
-from pool_admin import filling
+from pool_admin import fetch_tasks
 from pool_admin.config.models import ProviderAccount, Upstream
 from pool_admin.pool import get_pool
 from tests.harness.celery_worker import celery_worker
@@ -69,7 +69,7 @@ def test_a_trickling_or_hanging_vendor_delays_only_its_own_account(
             while time.monotonic() - started < HOSTILE_FOR_S:
                 assert worker.poll() is None, log.read_text()[-3000:]
                 if time.monotonic() >= next_dispatch:  # beat's dispatch, every second here
-                    filling.dispatch(filling.now(), enqueue)
+                    fetch_tasks.dispatch(fetch_tasks.now(), enqueue)
                     next_dispatch += 1
                 slots = get_pool().upstream_inventory("healthy-up").available_slots
                 available.append((time.monotonic() - started, slots))

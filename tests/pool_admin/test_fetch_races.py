@@ -11,7 +11,7 @@ import time
 import pytest
 from django.db import connection
 
-from pool_admin import filling
+from pool_admin import fetch_tasks
 from pool_admin.config.models import ProviderAccount, Upstream
 from pool_admin.pool import get_pool
 from tests.harness.webshare_vendor import vendor, webshare
@@ -40,7 +40,7 @@ def test_two_dispatchers_at_once_never_fetch_one_account_concurrently(filling_po
 
         def fetch(claim: dict) -> None:
             try:
-                filling.run_fetch(claim)
+                fetch_tasks.run_fetch(claim)
             except BaseException as exc:  # the assertion below names it
                 errors.append(exc)
             finally:
@@ -50,7 +50,7 @@ def test_two_dispatchers_at_once_never_fetch_one_account_concurrently(filling_po
             try:
                 while time.monotonic() < stop:
                     claims: list[dict] = []
-                    filling.dispatch(filling.now(), claims.append)
+                    fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
                     for claim in claims:
                         thread = threading.Thread(target=fetch, args=(claim,))
                         thread.start()
@@ -89,9 +89,9 @@ def test_one_slow_provider_never_delays_the_others(filling_pool):
                 trust_provider=True, max_size=5,
             )  # fmt: skip
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 2
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 2
         by_account = {claim["account_id"]: claim for claim in claims}
-        held = threading.Thread(target=lambda: (filling.run_fetch(by_account["slow"]),
+        held = threading.Thread(target=lambda: (fetch_tasks.run_fetch(by_account["slow"]),
                                                 connection.close()))  # fmt: skip
         held.start()
         try:
@@ -100,10 +100,10 @@ def test_one_slow_provider_never_delays_the_others(filling_pool):
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             started = time.monotonic()
-            report = filling.run_fetch(by_account["fast"])
+            report = fetch_tasks.run_fetch(by_account["fast"])
             assert report is not None and report.reconcile.inserted == 1
             assert time.monotonic() - started < 2
-            assert filling.dispatch(filling.now(), claims.append) == 0  # slow still running
+            assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 0  # slow still running
         finally:
             answer.set()
             held.join(30)

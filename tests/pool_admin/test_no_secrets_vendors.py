@@ -18,7 +18,7 @@ from django.contrib.auth.models import Permission
 from django.core import mail
 
 from activity.providers.presets import PRESETS
-from pool_admin import alerts, filling
+from pool_admin import alerts, fetch_tasks
 from pool_admin.config.models import Alert, Credential, ProviderAccount, Upstream
 from tests.harness.webshare_vendor import vendor
 
@@ -79,8 +79,8 @@ def test_a_vendor_quoting_the_credential_leaves_it_nowhere(
             credential_param="key", allow_local_hosts=True, trust_provider=True,
         )  # fmt: skip
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 1
-        assert filling.run_fetch(claims[0]) is None  # the vendor failed
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+        assert fetch_tasks.run_fetch(claims[0]) is None  # the vendor failed
         assert (url.asked and SECRET in str(url.asked)) or quote(SECRET, safe="") in url.asked[0]
     alert = Alert.objects.get()
     assert alert.opened_at is not None
@@ -108,7 +108,7 @@ def test_the_console_shows_alert_details_only_to_those_who_may_view_alerts(clien
         name="acme-up", account=account, kind="preset", preset="webshare_list",
         endpoint_url="http://x.test/",
     )  # fmt: skip
-    now = filling.now()
+    now = fetch_tasks.now()
     alert = Alert.objects.create(upstream=upstream, kind=Alert.Kind.FETCH_FAILING, failures=3,
                          first_failed_at=now, last_failed_at=now, opened_at=now,
                          detail="vendor error 113: the caller is not whitelisted")  # fmt: skip

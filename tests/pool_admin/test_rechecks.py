@@ -9,7 +9,7 @@ import time
 import pytest
 
 from activity.types import ExtractMode, ExtractRequest
-from pool_admin import filling, rechecks
+from pool_admin import fetch_tasks, rechecks
 from pool_admin.config.models import ProviderAccount, Upstream, UpstreamChecks, UpstreamQuality
 from pool_admin.forward_proxies import Tinyproxy
 from pool_admin.pool import get_pool
@@ -56,19 +56,19 @@ def test_a_proxy_that_stops_working_is_taken_out_by_its_recheck(tmp_path, target
         with vendor(webshare((port, "demo1", "pw1"))) as url:
             configure("acme-http", url, target)
             claims: list[dict] = []
-            filling.dispatch(filling.now(), claims.append)
-            report = filling.run_fetch(claims[0])
-        assert report is not None and report.states == {"available": 1}
+            fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
+            report = fetch_tasks.run_fetch(claims[0])
+        assert report is not None and report.checks.states == {"available": 1}
         assert rechecks.run_checks("acme-http").listed == 0  # just checked: not due
         time.sleep(1.1)
         before = target.requests
         passed = rechecks.run_checks("acme-http")
-        assert (passed.listed, passed.states) == (1, {"available": 1})
+        assert (passed.listed, passed.checks.states) == (1, {"available": 1})
         assert target.requests == before + 1  # probed through the proxy
     # The proxy is gone now (its process stopped): the next recheck finds it refusing.
     time.sleep(1.1)
     failed = rechecks.run_checks("acme-http")
-    assert (failed.listed, failed.states) == (1, {"unhealthy": 1})
+    assert (failed.listed, failed.checks.states) == (1, {"unhealthy": 1})
     taken = get_pool().extract(ExtractRequest("c1", count=5, mode=ExtractMode.PARTIAL))
     assert taken.proxies == ()
     assert get_pool().upstream_inventory("acme-http").managed == 0  # UNHEALTHY is not managed

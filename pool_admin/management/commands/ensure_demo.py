@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
-from pool_admin import demo, filling
+from pool_admin import demo, fetch_tasks
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import ApiClient, ApiKey, Credential, ProviderAccount, Upstream
 from pool_admin.demo_proxies import HTTP_USERS, SOCKS_SERVERS
@@ -59,10 +59,10 @@ class Command(OperatorCommand):
         except ValidationError as exc:
             raise CommandError(f"demo configuration refused: {validation_text(exc)}") from None
         # Fetched at once, whatever an earlier run's failures left in the cadence.
-        scheduler = filling.scheduler()
+        scheduler = fetch_tasks.scheduler()
         for upstream in upstreams:
-            scheduler.schedule(account.name, upstream.name, filling.now())
-            scheduler.request(filling.now(), account.name, upstream.name, timedelta(0))
+            scheduler.schedule(account.name, upstream.name, fetch_tasks.now())
+            scheduler.request(fetch_tasks.now(), account.name, upstream.name, timedelta(0))
         self.stdout.write(
             f"Demo provider: account {account.name!r}, upstreams "
             f"{', '.join(u.name for u in upstreams)} fetching from {base}/{demo.PATH}"

@@ -13,7 +13,7 @@ from activity.inspection import BrowseQuery
 from activity.types import ProxyState
 from pool_admin.config.models import Alert
 from pool_admin.console.models import OperatorAction
-from pool_admin.filling import scheduler
+from pool_admin.fetch_tasks import scheduler
 from pool_admin.pool import get_pool
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]

@@ -73,12 +73,12 @@ def test_the_console_is_on_the_admin_index_and_for_staff_only(client, staff, wor
 def test_an_upstream_the_pool_cannot_read_says_so_and_the_page_stands(
     client, staff, world, settings, private_redis
 ):
-    from pool_admin import filling
+    from pool_admin import fetch_tasks
     from pool_admin.pool import reset_pool
 
     server = private_redis()
     reset_pool(server.url, "gone")
-    filling.reset()
+    fetch_tasks.reset()
     settings.REDIS_URL = server.url
     server.stop()
     response = client.get(OVERVIEW)

@@ -11,7 +11,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
-from pool_admin import alerts, filling
+from pool_admin import alerts, fetch_tasks
 from pool_admin.config.models import Alert, ProviderAccount, Upstream
 from pool_admin.metrics import exposition
 from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
@@ -123,10 +123,10 @@ def test_fetch_failures_by_upstream_and_kind_and_open_alerts_by_kind(monkeypatch
             endpoint_url=f"{base}/status/500", allow_local_hosts=True,
         )  # fmt: skip
         for _ in range(2):
-            filling.scheduler().request(filling.now(), "acme", "acme-a", timedelta(0))
+            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", "acme-a", timedelta(0))
             claims: list[dict] = []
-            assert filling.dispatch(filling.now(), claims.append) == 1
-            assert filling.run_fetch(claims[0]) is None
+            assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+            assert fetch_tasks.run_fetch(claims[0]) is None
     flush_events()
     drain_metrics()
     got = families(scrape().content)

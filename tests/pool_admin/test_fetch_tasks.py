@@ -1,4 +1,4 @@
-"""The pool fills itself from its configuration (pool_admin/filling.py): a dispatch claims what
+"""The pool fills itself from its configuration (pool_admin/fetch_tasks.py): a dispatch claims what
 is due per provider account, the fetch task fetches, checks and marks, and finishes its claim;
 on real PostgreSQL and Redis, a vendor over HTTP and real tinyproxy proxies."""
 
@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from activity.types import ExtractMode, ExtractRequest
-from pool_admin import filling
+from pool_admin import fetch_tasks
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import Credential, ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
@@ -50,25 +50,29 @@ def test_a_dispatch_claims_the_due_fetch_and_its_task_fills_the_upstream(tinypro
     with vendor(listed) as url:
         configure(url, target)
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 1
-        assert filling.dispatch(filling.now(), claims.append) == 0  # one at a time per account
-        report = filling.run_fetch(claims[0])
-    assert report is not None and report.states == {"available": 1, "unhealthy": 1}
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+        assert (
+            fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 0
+        )  # one at a time per account
+        report = fetch_tasks.run_fetch(claims[0])
+    assert report is not None and report.checks.states == {"available": 1, "unhealthy": 1}
     [proxy] = get_pool().extract(ExtractRequest(client_id="c1", count=5,
                                                 mode=ExtractMode.PARTIAL)).proxies  # fmt: skip
     assert (proxy.port, proxy.username, proxy.password) == (tinyproxy.port, "demo1", "pw1")
-    assert filling.dispatch(filling.now(), claims.append) == 0  # next due after its interval
+    assert (
+        fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 0
+    )  # next due after its interval
     # The same task delivered again: its claim is spent, so it fetches nothing.
-    assert filling.run_fetch(claims[0]) is None
+    assert fetch_tasks.run_fetch(claims[0]) is None
 
 
 def test_a_vendor_error_finishes_the_claim_and_waits_longer(target):
     with vendor({"detail": "Invalid token."}) as url:  # no list: a malformed answer
         configure(url, target)
         claims: list[dict] = []
-        filling.dispatch(filling.now(), claims.append)
-        assert filling.run_fetch(claims[0]) is None
-    assert filling.dispatch(filling.now(), claims.append) == 0
+        fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
+        assert fetch_tasks.run_fetch(claims[0]) is None
+    assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 0
     assert get_pool().upstream_inventory("acme-http").managed == 0
 
 
@@ -76,31 +80,31 @@ def test_disabled_upstreams_and_accounts_are_not_fetched(target, tinyproxy):
     with vendor(webshare((tinyproxy.port, "demo1", "pw1"))) as url:
         upstream = configure(url, target, enabled=False)
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 0
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 0
         upstream.enabled = True
         upstream.save()
         upstream.account.enabled = False
         upstream.account.save()
-        assert filling.dispatch(filling.now(), claims.append) == 0
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 0
         upstream.account.enabled = True
         upstream.account.save()
-        assert filling.dispatch(filling.now(), claims.append) == 1
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
 
 
 def test_an_upstream_under_its_low_water_mark_is_fetched_again_at_once(tinyproxy, target):
     with vendor(webshare((tinyproxy.port, "demo1", "pw1"))) as url:
         upstream = configure(url, target, low_water_mark=5, refill_cooldown_s=0)
         claims: list[dict] = []
-        filling.dispatch(filling.now(), claims.append)
-        filling.run_fetch(claims.pop())
+        fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
+        fetch_tasks.run_fetch(claims.pop())
         # 1 unextracted < 5: requested ahead of its 30 s cadence.
-        assert filling.dispatch(filling.now(), claims.append) == 1
-        assert filling.claim_of(claims[0]).requested
-        filling.run_fetch(claims.pop())
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+        assert fetch_tasks.claim_of(claims[0]).requested
+        fetch_tasks.run_fetch(claims.pop())
         # Within the cooldown of the last accepted request: merged into it, nothing claimed.
         upstream.refill_cooldown_s = 60
         upstream.save()
-        assert filling.dispatch(filling.now(), claims.append) == 0
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 0
 
 
 def test_an_accounts_calls_per_minute_hold_however_often_it_is_dispatched(target):
@@ -113,10 +117,10 @@ def test_an_accounts_calls_per_minute_hold_however_often_it_is_dispatched(target
         upstream.account.save()
         for _ in range(10):
             claims: list[dict] = []
-            filling.dispatch(filling.now(), claims.append)
+            fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
             for claim in claims:
-                filling.run_fetch(claim)
-            filling.scheduler().request(filling.now(), "acme", "acme-http", timedelta(0))
+                fetch_tasks.run_fetch(claim)
+            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
             time.sleep(0.1)
         assert len(url.asked) == 3
 
@@ -129,11 +133,11 @@ def test_an_accounts_proxies_per_minute_hold_over_its_fetches(target):
         upstream.account.save()
         inserted = []
         for _ in range(3):
-            filling.scheduler().request(filling.now(), "acme", "acme-http", timedelta(0))
+            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
             claims: list[dict] = []
-            filling.dispatch(filling.now(), claims.append)
+            fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
             inserted += [
-                report.reconcile.inserted for c in claims if (report := filling.run_fetch(c))
+                report.reconcile.inserted for c in claims if (report := fetch_tasks.run_fetch(c))
             ]
         assert len(url.asked) == 1  # the 2nd and 3rd fetch had nothing left to ask for
     assert sum(inserted) == 5
@@ -146,20 +150,20 @@ def test_a_deleted_or_renamed_upstream_is_forgotten_by_the_scheduler(target):
         gone = configure(url, target, name="acme-gone")
         renamed = configure(url, target, name="acme-old")
         claims: list[dict] = []
-        filling.dispatch(filling.now(), claims.append)  # all three scheduled
+        fetch_tasks.dispatch(fetch_tasks.now(), claims.append)  # all three scheduled
         for claim in claims:
-            filling.run_fetch(claim)
+            fetch_tasks.run_fetch(claim)
         gone.delete()
         renamed.name = "acme-new"
         renamed.save()
         for name in ("acme-gone", "acme-old", "acme-new", "acme-kept"):
-            filling.scheduler().request(filling.now(), "acme", name, timedelta(0))
+            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", name, timedelta(0))
         claims.clear()
         kept.account.fetch_concurrency = 8
         kept.account.save()
-        filling.dispatch(filling.now(), claims.append)
+        fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
     # acme-new is scheduled afresh (due now); acme-kept was requested; the others are gone.
-    assert sorted(filling.claim_of(c).upstream_id for c in claims) == ["acme-kept", "acme-new"]
+    assert sorted(fetch_tasks.claim_of(c).upstream_id for c in claims) == ["acme-kept", "acme-new"]
 
 
 def test_a_generic_text_upstream_is_fetched_with_its_own_reader(tinyproxy, target):
@@ -168,9 +172,9 @@ def test_a_generic_text_upstream_is_fetched_with_its_own_reader(tinyproxy, targe
         configure(url, target, kind="text_lines", preset="", count_param="num",
                   reader={"line": "host:port:user:pass"})  # fmt: skip
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 1
-        report = filling.run_fetch(claims[0])
-    assert report is not None and report.states == {"available": 1, "unhealthy": 1}
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+        report = fetch_tasks.run_fetch(claims[0])
+    assert report is not None and report.checks.states == {"available": 1, "unhealthy": 1}
     assert url.asked == ["/api/v2/proxy/list/?num=10"]
 
 
@@ -178,7 +182,7 @@ def test_a_generic_upstream_without_a_reader_is_not_fetched(target):
     with vendor(b"") as url:
         configure(url, target, kind="json_list", preset="")
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 0
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 0
         assert url.asked == []
 
 
@@ -189,9 +193,9 @@ def test_a_static_list_is_read_from_its_credential_and_its_proxies_checked(tinyp
               static_list=Credential.objects.get(name="fixed-pool"),
               reader={"line": "host:port:user:pass"})  # fmt: skip
     claims: list[dict] = []
-    assert filling.dispatch(filling.now(), claims.append) == 1
-    report = filling.run_fetch(claims[0])
-    assert report is not None and report.states == {"available": 1, "unhealthy": 1}
+    assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+    report = fetch_tasks.run_fetch(claims[0])
+    assert report is not None and report.checks.states == {"available": 1, "unhealthy": 1}
     [proxy] = get_pool().extract(ExtractRequest(client_id="c1", count=5)).proxies
     assert (proxy.username, proxy.password) == ("demo1", "pw1")
 
@@ -206,9 +210,9 @@ def test_the_dispatch_warns_once_when_the_accounts_may_want_more_threads_than_th
             name=f"{name}-up", account=account, kind="preset", preset="webshare_list",
             endpoint_url="http://127.0.0.1:9/",
         )  # fmt: skip
-    with caplog.at_level("WARNING", logger="pool_admin.filling"):
-        filling.dispatch(filling.now(), lambda payload: None)
-        filling.dispatch(filling.now(), lambda payload: None)
+    with caplog.at_level("WARNING", logger="pool_admin.fetch_tasks"):
+        fetch_tasks.dispatch(fetch_tasks.now(), lambda payload: None)
+        fetch_tasks.dispatch(fetch_tasks.now(), lambda payload: None)
     said = [r.getMessage() for r in caplog.records if "FETCH_WORKER_THREADS" in r.getMessage()]
     assert said == [
         "the enabled accounts may run 4 fetches at once, the fetch worker 3 "
@@ -225,8 +229,8 @@ def test_an_upstreams_label_map_and_default_region_apply_to_what_it_fetches(targ
         configure(url, target, trust_provider=True, default_region="de",
                   label_map={"region": {"us": "United States"}})  # fmt: skip
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 1
-        filling.run_fetch(claims[0])
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+        fetch_tasks.run_fetch(claims[0])
     got = get_pool().extract(ExtractRequest(client_id="c1", count=5, mode=ExtractMode.PARTIAL))
     assert sorted((p.port, p.region) for p in got.proxies) == [
         (20_001, "United States"),
@@ -242,11 +246,11 @@ def test_a_vendors_retry_after_is_honoured_up_to_its_bound(target, settings, bou
     with vendor_server() as base:
         configure(f"{base}/status/429?retry_after=3600", target)
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 1
-        assert filling.run_fetch(claims[0]) is None
-    due = filling.scheduler().status(filling.now(), "acme", "acme-http").due_at
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+        assert fetch_tasks.run_fetch(claims[0]) is None
+    due = fetch_tasks.scheduler().status(fetch_tasks.now(), "acme", "acme-http").due_at
     assert due is not None
-    assert abs((due - filling.now()).total_seconds() - waits_s) < 5
+    assert abs((due - fetch_tasks.now()).total_seconds() - waits_s) < 5
 
 
 def test_a_fetch_the_store_stops_half_way_says_what_the_pool_holds(target, monkeypatch, caplog):
@@ -255,13 +259,13 @@ def test_a_fetch_the_store_stops_half_way_says_what_the_pool_holds(target, monke
 
     real = get_pool()
     failing = StoreFailsOnSecondWrite(real)
-    monkeypatch.setattr(filling, "get_pool", lambda: failing)
+    monkeypatch.setattr(fetch_tasks, "get_pool", lambda: failing)
     many = webshare(*[(20_000 + n, f"u{n}", "pw") for n in range(600)])
     with vendor(many) as url:
         configure(url, target, trust_provider=True, max_size=1_000)
         claims: list[dict] = []
-        assert filling.dispatch(filling.now(), claims.append) == 1
-        assert filling.run_fetch(claims[0]) is None
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+        assert fetch_tasks.run_fetch(claims[0]) is None
     said = "StoreUnavailable after taking in 500 new proxies (0 unchecked, out of extraction "
     assert any(said in r.getMessage() for r in caplog.records), caplog.text
     [alert] = Alert.objects.filter(kind=Alert.Kind.FETCH_FAILING)

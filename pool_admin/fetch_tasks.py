@@ -3,9 +3,10 @@
 ``dispatch`` (beat, every ``settings.FETCH_DISPATCH_PERIOD``) keeps the scheduler's cadence in
 step with the configuration (every enabled upstream of an enabled account scheduled, the others
 forgotten), then claims, per account, as many fetches as it may run and hands each to
-``enqueue`` (a Celery task). ``run_fetch`` (that task) runs one claimed fetch
-(``activity.filling.fill``) and finishes its claim: the next fetch due after the upstream's
-interval, or later after a vendor error (``NextStep``). A claim whose lease was lost (its
+``enqueue`` (a Celery task). ``run_fetch`` (that task) turns the upstream's configuration into
+a plan (``plan_of``), runs the claimed fetch (``activity.fetch_job.FetchJob``, which finishes
+its claim: the next fetch due after the upstream's interval, or later after a vendor error),
+and tells what it did: the log, the usage events, the alerts. A claim whose lease was lost (its
 worker died) is claimed again once the lease ends; a redelivered task whose claim is spent
 changes nothing (``LeaseLost``).
 
@@ -13,8 +14,7 @@ Bounds: a dispatch reads each configured account and upstream once (the configur
 and claims at most ``fetch_concurrency`` per account; a fetch is bounded by its fetch limits
 (the upstream's vendor call deadline, 20 s unless set, a hard one) and renews its lease before
 each round of checks (a round of ``CHECK_CONCURRENCY`` takes at most ``check_timeout``, 60 s,
-well inside
-``settings.FETCH_LEASE``, 2 minutes unless set lower).
+well inside ``settings.FETCH_LEASE``, 2 minutes unless set lower).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from django.conf import settings
 from activity.checker import CheckTarget
 from activity.clock import SystemClock
 from activity.errors import ActivityError, LeaseLost
-from activity.filling import FetchInterrupted, FillReport, UpstreamFill, fill
+from activity.fetch_job import FetchInterrupted, FetchJob, FetchPlan, FetchReport
 from activity.providers.errors import NextStep, ProviderError
-from activity.providers.fetch import FetchLimits, HttpStatusError
+from activity.providers.fetch import FetchLimits
 from activity.reconciler import UpstreamTarget
 from activity.scheduler import Claim, NoClaim, RequestOutcome
 from activity.scheduler.redis import RedisScheduler
@@ -46,10 +46,6 @@ from pool_admin.pool import fetch_credentials, get_pool
 logger = logging.getLogger(__name__)
 
 CHECK_CONCURRENCY = 200
-#: After a vendor error, the next fetch waits this many intervals (back off: the vendor limits
-#: us; disable: the account or order cannot serve, an operator must act), at most an hour.
-_WAIT_INTERVALS = {NextStep.RETRY_LATER: 1, NextStep.BACK_OFF: 5, NextStep.DISABLE: 120}
-_MAX_WAIT = timedelta(hours=1)
 
 _lock = threading.Lock()
 _scheduler: RedisScheduler | None = None
@@ -147,7 +143,7 @@ def _readable(upstream: Upstream) -> bool:
     return True
 
 
-def _plan_or_none(upstream: Upstream) -> UpstreamFill | None:
+def _plan_or_none(upstream: Upstream) -> FetchPlan | None:
     """The upstream's plan, built once per fetch; None when its answers cannot be read."""
     try:
         return plan_of(upstream)
@@ -173,127 +169,101 @@ def claim_of(payload: dict[str, Any]) -> Claim:
     )
 
 
-def run_fetch(payload: dict[str, Any]) -> FillReport | None:
-    """One claimed fetch, and its claim finished. None: nothing was fetched (the upstream is
-    gone or no longer fetchable, or the vendor failed: logged)."""
+def run_fetch(payload: dict[str, Any]) -> FetchReport | None:
+    """One claimed fetch (``activity.fetch_job.FetchJob``: it finishes its claim), told:
+    logged, its usage events, its alerts. None: nothing was fetched (the claim was spent, the
+    upstream is gone or no longer fetchable, or the fetch failed: logged)."""
     claim = claim_of(payload)
     clock = SystemClock()
-    try:  # a redelivered task whose claim is spent or lost stops here, having done nothing
-        claim = scheduler().renew(clock.now(), claim, settings.FETCH_LEASE)
-    except LeaseLost:
-        logger.info("fetch %s: its claim is no longer current; nothing done", claim.upstream_id)
-        return None
     upstream = (
         Upstream.objects.select_related("account__credential", "static_list")
         .filter(name=claim.upstream_id, account__name=claim.account_id)
         .first()
     )
-    interval = timedelta(seconds=upstream.fetch_interval_s if upstream else 60)
-    report: FillReport | None = None
-    wait = 1
-    asked_to_wait = timedelta(0)  # the vendor's Retry-After, honoured up to its bound
-    taken_at = clock.now()
+    plan = _plan_or_none(upstream) if upstream is not None else None
+    if upstream is None or plan is None:
+        _finish_unfetched(claim, clock, upstream)
+        return None
+    job = FetchJob(
+        plan, pool=get_pool(), scheduler=scheduler(), claim=claim,
+        limits=upstream.account.limits, lease=settings.FETCH_LEASE,
+        handover=fetch_credentials(), clock=clock,
+    )  # fmt: skip
     try:
-        plan = _plan_or_none(upstream) if upstream is not None else None
-        if upstream is not None and plan is not None:
-            report = fill(
-                clock.now(), plan, pool=get_pool(),
-                credentials=fetch_credentials(), clock=clock,
-                operation_id=f"fill:{claim.token}",
-                proxy_budget=upstream.account.proxies_per_minute,
-                take_budget=lambda n: scheduler().take_proxies(
-                    taken_at, claim, upstream.account.limits, n
-                ),
-                give_back=lambda n: scheduler().give_back_proxies(
-                    clock.now(), claim, n, taken_at
-                ),
-                # Each round of checks takes at most check_timeout (60 s), under the lease.
-                keep_alive=lambda: _keep_alive(claim, clock),
-            )  # fmt: skip
-            _record_alerts(upstream, report)
-            _emit_usage(upstream.name, report)
-            logger.log(
-                logging.INFO if report.reconcile.asked else logging.DEBUG,
-                "fetch %s: asked %d, received %d, inserted %d, refreshed %d, dropped %s, "
-                "checked %d, states %s",
-                upstream.name, report.reconcile.asked, report.reconcile.received,
-                report.reconcile.inserted, report.reconcile.refreshed, drops_of(report),
-                report.checked, report.states,
-            )  # fmt: skip
+        report = job.run()
+    except LeaseLost:  # a redelivered task whose claim is spent or lost: nothing done
+        logger.info("fetch %s: its claim is no longer current; nothing done", claim.upstream_id)
+        return None
     except ProviderError as exc:
-        wait = _WAIT_INTERVALS[exc.next_step]
-        if isinstance(exc, HttpStatusError) and exc.retry_after is not None:
-            asked_to_wait = min(exc.retry_after, settings.FETCH_MAX_RETRY_AFTER)
         logger.warning("fetch %s failed: %s (%s)", claim.upstream_id, exc, exc.next_step.value)
         emit_event("fetch_failed", upstream=claim.upstream_id, error=exc.code)
-        if upstream is not None:
-            refused = exc.next_step is NextStep.DISABLE
-            kind = Alert.Kind.VENDOR_REFUSES if refused else Alert.Kind.FETCH_FAILING
-            alerts.record(upstream, kind, failed=True, detail=f"{exc.code}: {exc}")
+        refused = exc.next_step is NextStep.DISABLE
+        kind = Alert.Kind.VENDOR_REFUSES if refused else Alert.Kind.FETCH_FAILING
+        alerts.record(upstream, kind, failed=True, detail=f"{exc.code}: {exc}")
+        return None
     except FetchInterrupted as exc:
         # The store failed after the vendor answered: say what the pool holds of this fetch.
-        report = None
         r = exc.report.reconcile
         # Each new proxy gets one health update (its check, or trusted, or not checkable).
-        unchecked = r.inserted - sum(exc.report.states.values())
+        unchecked = r.inserted - sum(exc.report.checks.states.values())
         said = (f"{type(exc.cause).__name__} after taking in {r.inserted} new proxies "
                 f"({unchecked} unchecked, out of extraction until a recheck) and refreshing "
                 f"{r.refreshed}")  # fmt: skip
         logger.error("fetch %s stopped on our side: %s", claim.upstream_id, said)
         emit_event("fetch_failed", upstream=claim.upstream_id, error="our_side")
-        if upstream is not None:
-            _emit_usage(upstream.name, exc.report)
-            detail = f"{getattr(exc.cause, 'code', 'our_side')}: {said}"
-            alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
-    except LeaseLost:
-        logger.warning("fetch %s: its lease was lost mid-fetch; stopped", claim.upstream_id)
+        _emit_usage(upstream.name, exc.report)
+        detail = f"{getattr(exc.cause, 'code', 'our_side')}: {said}"
+        alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
+        return None
     except Exception as exc:
         # Not the vendor's fault (the pool's store, a credential that cannot be read...): the
-        # fetch stops, its claim is finished below, and the failure counts toward an alert.
+        # fetch stopped (its claim finished), and the failure counts toward an alert.
         # The type only: a traceback's text could quote a URL or a value the redacting filter
         # does not see (it reads the message, not the traceback).
         logger.error("fetch %s failed on our side: %s", claim.upstream_id, type(exc).__name__)
         emit_event("fetch_failed", upstream=claim.upstream_id, error="our_side")
-        if upstream is not None:
-            detail = f"{getattr(exc, 'code', type(exc).__name__)}: the fetch failed on our side"
-            alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
-    finally:
-        waited = min(interval * wait, max(_MAX_WAIT, interval))
-        next_due = clock.now() + max(waited, asked_to_wait)
-        try:
-            scheduler().finish(clock.now(), claim, next_due)
-        except LeaseLost:
-            logger.warning("fetch %s: its lease was lost; another fetch runs it", claim.upstream_id)
+        detail = f"{getattr(exc, 'code', type(exc).__name__)}: the fetch failed on our side"
+        alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
+        return None
+    _record_alerts(upstream, report)
+    _emit_usage(upstream.name, report)
+    r, checks = report.reconcile, report.checks
+    logger.log(
+        logging.INFO if r.asked else logging.DEBUG,
+        "fetch %s: asked %d, received %d, inserted %d, refreshed %d, dropped %s, "
+        "checked %d, states %s",
+        upstream.name, r.asked, r.received, r.inserted, r.refreshed, drops_of(report),
+        checks.checked, checks.states,
+    )  # fmt: skip
     return report
 
 
-def _keep_alive(claim: Claim, clock: SystemClock) -> None:
-    """Renew the claim before a round of checks. A lease already lost (a lease shorter than
-    the fetch) does not stop the checks: the lease guards the vendor account, and the proxies
-    this fetch wrote need their check whoever fetches next (unchecked, they would hold
-    ``max_size`` places until a recheck took them)."""
+def _finish_unfetched(claim: Claim, clock: SystemClock, upstream: Upstream | None) -> None:
+    """Finish a claim whose upstream is gone or cannot be read as configured: due again after
+    its interval (a minute if it is gone: the next dispatch forgets it)."""
+    interval = timedelta(seconds=upstream.fetch_interval_s if upstream else 60)
     try:
-        scheduler().renew(clock.now(), claim, settings.FETCH_LEASE)
+        scheduler().finish(clock.now(), claim, clock.now() + interval)
     except LeaseLost:
-        logger.warning("fetch %s: its lease ended before its checks did; checking on",
-                       claim.upstream_id)  # fmt: skip
+        logger.info("fetch %s: its claim is no longer current; nothing done", claim.upstream_id)
 
 
-def _emit_usage(upstream: str, report: FillReport) -> None:
+def _emit_usage(upstream: str, report: FetchReport) -> None:
     """A fetch that asked its vendor: what came and what was taken, on the usage stream; and
     its intake checks, when it ran any."""
     r = report.reconcile
     if not r.asked:
         return
     emit_event("fetch", upstream=upstream, received=r.received, inserted=r.inserted,
-               refreshed=r.refreshed, available=report.states.get("available", 0),
+               refreshed=r.refreshed, available=report.checks.states.get("available", 0),
                dropped=drops_of(report))  # fmt: skip
-    if report.checked:
-        emit_event("check", upstream=upstream, source="intake", states=report.states,
-                   latency_ms=report.latency_ms, timed=report.timed)  # fmt: skip
+    checks = report.checks
+    if checks.checked:
+        emit_event("check", upstream=upstream, source="intake", states=checks.states,
+                   latency_ms=checks.latency_ms, timed=checks.timed)  # fmt: skip
 
 
-def drops_of(report: FillReport) -> dict[str, int]:
+def drops_of(report: FetchReport) -> dict[str, int]:
     """What of a vendor's answer the pool did not take, by reason (the parser's and the
     pool's), only the reasons that occurred."""
     r = report.reconcile
@@ -305,7 +275,7 @@ def drops_of(report: FillReport) -> dict[str, int]:
     return {reason: n for reason, n in dropped.items() if n}
 
 
-def _record_alerts(upstream: Upstream, report: FillReport) -> None:
+def _record_alerts(upstream: Upstream, report: FetchReport) -> None:
     """A fetch that asked its vendor and was answered: its fetch alerts close; its checks' and
     inventory's are judged. One that asked nothing (full, or its budget spent) says nothing."""
     if not report.reconcile.asked:
@@ -317,10 +287,11 @@ def _record_alerts(upstream: Upstream, report: FillReport) -> None:
     dropped = ", ".join(f"{reason} {n}" for reason, n in sorted(drops_of(report).items()))
     detail = f"received {r.received}, taken 0" + (f": {dropped}" if dropped else "")
     alerts.record(upstream, Alert.Kind.NOTHING_TAKEN, failed=taken == 0, detail=detail)
-    if report.checked >= 4:  # too few checks say nothing about a rate
-        bad = report.states.get("unhealthy", 0) + report.states.get("suspect", 0)
-        share = f"{bad} of {report.checked} fetched proxies failed their check"
-        alerts.record(upstream, Alert.Kind.CHECKS_FAILING, failed=2 * bad > report.checked,
+    checks = report.checks
+    if checks.checked >= 4:  # too few checks say nothing about a rate
+        bad = checks.states.get("unhealthy", 0) + checks.states.get("suspect", 0)
+        share = f"{bad} of {checks.checked} fetched proxies failed their check"
+        alerts.record(upstream, Alert.Kind.CHECKS_FAILING, failed=2 * bad > checks.checked,
                       detail=share)  # fmt: skip
     if upstream.low_water_mark:
         try:
@@ -332,7 +303,7 @@ def _record_alerts(upstream: Upstream, report: FillReport) -> None:
         alerts.record(upstream, Alert.Kind.LOW_INVENTORY, failed=left < mark, detail=detail)
 
 
-def plan_of(upstream: Upstream) -> UpstreamFill:
+def plan_of(upstream: Upstream) -> FetchPlan:
     """How to fetch and check ``upstream``, from its configuration."""
     params = {str(k): _param(v) for k, v in (upstream.request_params or {}).items()}
     headers: dict[str, str] = {}
@@ -349,7 +320,7 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
     static = None
     if upstream.kind == Upstream.Kind.STATIC_LIST and upstream.static_list is not None:
         static = upstream.static_list.reveal().encode()
-    return UpstreamFill(
+    return FetchPlan(
         target=UpstreamTarget(
             upstream.name, upstream.max_size, upstream.safety_margin, labels=upstream.labels()
         ),
@@ -364,6 +335,8 @@ def plan_of(upstream: Upstream) -> UpstreamFill:
         check_concurrency=CHECK_CONCURRENCY,
         static_body=static,
         secrets=secrets,
+        interval=timedelta(seconds=upstream.fetch_interval_s),
+        max_retry_after=settings.FETCH_MAX_RETRY_AFTER,
     )
 
 
