@@ -2,12 +2,13 @@
 checks and an idle proxy's recheck share (``activity.fetch_job``, ``activity.rechecking``).
 
 A round probes up to ``concurrency`` proxies at once through themselves
-(``activity.checker.probe_all``) and applies what each check found through the pool's
-``apply_health``, only to a proxy still in the state it was checked in (a slower checker's
-result must not undo what another check or a client's report did meanwhile). A round takes at
-most its timeout: the configured one, shortened for short-lived proxies to a share of the
-shortest remaining life in the round (:func:`round_timeout`). A proxy that cannot be checked as
-stored (a SOCKS5 login over 255 bytes) is UNHEALTHY without a probe.
+(``activity.checker.check_all``, on uvloop: docs/PERFORMANCE.md) and applies what each check
+found through the pool's ``apply_health``, only to a proxy still in the state it was checked in
+when it is ``guarded`` (a slower checker's result must not undo what another check or a
+client's report did meanwhile). A round takes at most its timeout: the configured one,
+shortened for short-lived proxies to a share of the shortest remaining life in the round
+(:func:`round_timeout`). A proxy that cannot be checked as stored (a SOCKS5 login over 255
+bytes) is UNHEALTHY without a probe.
 
 Bounds: ``concurrency`` connections at once (the checker's ``MAX_CONCURRENCY``), one round at a
 time, at most ``HEALTH_BATCH`` updates per ``apply_health`` call; ``before_round`` runs before
@@ -16,12 +17,12 @@ each round (the fetch renews its claim there).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from activity.checker import CheckTarget, ProxyEndpoint, health_of, probe_all
+from activity.checker import CheckTarget, ProxyEndpoint, health_of
+from activity.checker.runner import check_all
 from activity.clock import Clock
 from activity.ports import HealthStore
 from activity.types import HealthResult, HealthUpdate, ProxyState
@@ -118,10 +119,8 @@ def check_in_rounds(
         batch = probed[start : start + concurrency]
         shortest = min(item.lives_until for item in batch) - clock.now()
         endpoints = [item.endpoint for item in batch if item.endpoint is not None]
-        results = asyncio.run(
-            probe_all(endpoints, target, concurrency=concurrency,
-                      timeout=round_timeout(timeout, shortest.total_seconds()))
-        )  # fmt: skip
+        results = check_all(endpoints, target, concurrency=concurrency,
+                            timeout=round_timeout(timeout, shortest.total_seconds()))  # fmt: skip
         now = clock.now()
         tally.applied(pool, [
             replace(health_of(item.proxy_id, result, now, item.state),

@@ -7,7 +7,8 @@ Starts ``--proxies`` tinyproxy and as many microsocks processes on loopback (Deb
 credentials, as the demo runs them: pool_admin/forward_proxies.py) and a check URL server
 (tests/harness/check_target.py: asyncio, 204 to every check), then checks ``--records`` proxy
 records (half HTTP by absolute-URI GET, half SOCKS5; record i goes through proxy process i mod
-n) with ``activity.checker.probe_all`` at ``--concurrency``, ``--rounds`` times. Prints, per
+n) with ``activity.checker.check_all`` at ``--concurrency`` on ``--loop`` (uvloop, or asyncio's
+own), ``--rounds`` times. Prints, per
 round, checks/s, p50/p99/max latency (the checker's, connection to status line) and failures,
 and the CPU seconds of this process and of the proxy processes. Not part of ``make test``.
 """
@@ -15,7 +16,6 @@ and the CPU seconds of this process and of the proxy processes. Not part of ``ma
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import statistics
 import sys
@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from activity.checker import CheckTarget, ProxyEndpoint, probe_all  # noqa: E402
+from activity.checker import CheckTarget, ProxyEndpoint  # noqa: E402
+from activity.checker.runner import LOOPS, check_all  # noqa: E402
 from pool_admin.forward_proxies import ForwardProxy, Microsocks, Tinyproxy  # noqa: E402
 from tests.harness.check_target import check_target  # noqa: E402
 
@@ -51,6 +52,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--proxies", type=int, default=4)
     parser.add_argument("--timeout", type=float, default=5.0)
+    parser.add_argument(
+        "--loop",
+        choices=LOOPS,
+        default="uvloop",
+        help="the event loop the checks run on (activity.checker.check_all)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack, check_target() as target:
         servers: list[ForwardProxy] = []
@@ -64,14 +71,14 @@ def main() -> int:
         check = CheckTarget(target.url())
         print(f"{args.records} records over {len(servers)} proxy processes "
               f"({args.proxies} tinyproxy, {args.proxies} microsocks), concurrency "
-              f"{args.concurrency}, timeout {args.timeout:g} s")  # fmt: skip
+              f"{args.concurrency}, timeout {args.timeout:g} s, loop {args.loop}")  # fmt: skip
         print("| round | checks/s | p50 ms | p99 ms | max ms | failed | CPU s: checker / proxies |")
         print("|---|---|---|---|---|---|---|")
         for round_ in range(1, args.rounds + 1):
             proxy_cpu = sum(cpu_seconds(s._proc.pid) for s in servers if s._proc)
             own_cpu, started = time.process_time(), time.perf_counter()
-            results = asyncio.run(probe_all(records, check, concurrency=args.concurrency,
-                                            timeout=args.timeout))  # fmt: skip
+            results = check_all(records, check, concurrency=args.concurrency,
+                                timeout=args.timeout, loop=args.loop)  # fmt: skip
             took = time.perf_counter() - started
             own_cpu = time.process_time() - own_cpu
             proxy_cpu = sum(cpu_seconds(s._proc.pid) for s in servers if s._proc) - proxy_cpu

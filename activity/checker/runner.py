@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
+import uvloop
+
 from activity.checker.probe import CheckTarget, Failure, ProbeResult, ProxyEndpoint, probe
 from activity.types import HealthUpdate, ProxyState
 
@@ -22,6 +24,28 @@ MAX_CONCURRENCY = 2_000
 #: may pass (a slow moment, the target's own error): SUSPECT first, UNHEALTHY when the proxy
 #: was SUSPECT already.
 DEFINITE = frozenset({Failure.REFUSED, Failure.AUTH})
+
+
+#: The event loops ``check_all`` runs on: uvloop, the default (bench/checks.py side by side
+#: with asyncio's own: docs/PERFORMANCE.md), or asyncio's.
+LOOPS = ("uvloop", "asyncio")
+
+
+def check_all(
+    proxies: Sequence[ProxyEndpoint],
+    target: CheckTarget,
+    *,
+    concurrency: int,
+    timeout: float,
+    loop: str = "uvloop",
+) -> list[ProbeResult]:
+    """:func:`probe_all` run to its end on an event loop of its own (from a thread that runs
+    none: a fetch or recheck task's), uvloop unless ``loop`` says ``asyncio``."""
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {LOOPS}")
+    factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(probe_all(proxies, target, concurrency=concurrency, timeout=timeout))
 
 
 async def probe_all(

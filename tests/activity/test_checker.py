@@ -14,6 +14,7 @@ from activity.checker import (
     CheckTarget,
     Failure,
     ProxyEndpoint,
+    check_all,
     health_of,
     probe,
     probe_all,
@@ -173,3 +174,16 @@ def test_the_password_is_not_in_the_endpoint_repr_or_a_result(http_proxy, target
 def test_bad_input_is_refused(bad):
     with pytest.raises(ValueError):
         bad()
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+def test_checks_run_to_their_end_on_either_loop(loop, tmp_path):
+    """check_all: the checks on an event loop of their own, uvloop by default."""
+    with Tinyproxy(tmp_path, "demo1", "pw1") as proxy, check_target() as target:
+        endpoints = [ProxyEndpoint("127.0.0.1", proxy.port, "http", "demo1", "pw1"),
+                     ProxyEndpoint("127.0.0.1", proxy.port, "http", "demo1", "nope")]  # fmt: skip
+        results = check_all(endpoints, CheckTarget(target.url()), concurrency=2, timeout=5,
+                            loop=loop)  # fmt: skip
+    assert [r.ok for r in results] == [True, False]
+    with pytest.raises(ValueError, match="loop must be one of"):
+        check_all(endpoints, CheckTarget(target.url()), concurrency=2, timeout=5, loop="trio")
