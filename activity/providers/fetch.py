@@ -18,11 +18,14 @@ messages quote the URL, so none is chained.
 from __future__ import annotations
 
 import asyncio
+import ssl
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 
+import certifi
 import httpx
 
 from activity.clock import Clock
@@ -130,7 +133,10 @@ async def _fetch(
     )
     sent = {**(headers or {}), "Accept-Encoding": "identity"}
     try:
-        async with asyncio.timeout(limits.total_timeout), httpx.AsyncClient() as client:
+        async with (
+            asyncio.timeout(limits.total_timeout),
+            httpx.AsyncClient(verify=_tls_context()) as client,
+        ):
             # Merged into the URL's own query, not in place of it: httpx drops a URL's query
             # when given params (an endpoint's ``?type=2&ys=1`` would be lost).
             target = httpx.URL(url).copy_merge_params(dict(params or {}))
@@ -146,6 +152,21 @@ async def _fetch(
         raise FetchFailed(f"the vendor did not answer in time ({type(exc).__name__})") from None
     except httpx.HTTPError as exc:
         raise FetchFailed(f"the vendor could not be reached ({type(exc).__name__})") from None
+
+
+_tls_lock = threading.Lock()
+_tls: ssl.SSLContext | None = None
+
+
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every vendor call of the process (certifi's CAs, as httpx's own
+    default): made once, since loading the CAs costs ~20 ms, a client per call would pay it
+    every fetch; an SSLContext is safe to share between threads."""
+    global _tls
+    with _tls_lock:
+        if _tls is None:
+            _tls = ssl.create_default_context(cafile=certifi.where())
+        return _tls
 
 
 #: The longest Retry-After read as it is: a larger one is read as this (the caller bounds the
