@@ -29,11 +29,13 @@ local whole_key, last, earlier = k(ARGV[11]), ARGV[12] == '1', cjson.decode(ARGV
 local nonce = ARGV[14]
 
 -- A finished call replays whole, whatever the clock has done to its candidates since; a
--- chunk re-sent after a dropped connection replays that chunk.
+-- chunk re-sent after a dropped connection replays that chunk. The call's own retry of its
+-- last chunk (same nonce: the reply was lost after the whole result was stored) replays the
+-- chunk, whose result names its new IDs, which the whole result does not keep.
 for _, key in ipairs({whole_key, k(op)}) do
   local stored, replayed = replay(key, content, now, nonce)
   if stored == false then return fail('idempotency_conflict') end
-  if stored then
+  if stored and (replayed or key ~= whole_key) then
     stored = cjson.decode(stored)
     stored.replayed, stored.whole = replayed, key == whole_key
     return ok(stored)

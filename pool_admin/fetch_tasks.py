@@ -180,7 +180,13 @@ def run_fetch(payload: dict[str, Any]) -> FetchReport | None:
         .filter(name=claim.upstream_id, account__name=claim.account_id)
         .first()
     )
-    plan = _plan_or_none(upstream) if upstream is not None else None
+    try:
+        plan = _plan_or_none(upstream) if upstream is not None else None
+    except Exception as exc:  # a secret that cannot be read (the key it was sealed with gone)
+        _finish_unfetched(claim, clock, upstream)
+        assert upstream is not None
+        _failed_on_our_side(upstream, claim, exc)
+        return None
     if upstream is None or plan is None:
         _finish_unfetched(claim, clock, upstream)
         return None
@@ -215,15 +221,8 @@ def run_fetch(payload: dict[str, Any]) -> FetchReport | None:
         detail = f"{getattr(exc.cause, 'code', 'our_side')}: {said}"
         alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
         return None
-    except Exception as exc:
-        # Not the vendor's fault (the pool's store, a credential that cannot be read...): the
-        # fetch stopped (its claim finished), and the failure counts toward an alert.
-        # The type only: a traceback's text could quote a URL or a value the redacting filter
-        # does not see (it reads the message, not the traceback).
-        logger.error("fetch %s failed on our side: %s", claim.upstream_id, type(exc).__name__)
-        emit_event("fetch_failed", upstream=claim.upstream_id, error="our_side")
-        detail = f"{getattr(exc, 'code', type(exc).__name__)}: the fetch failed on our side"
-        alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
+    except Exception as exc:  # the pool's store, a credential that cannot be read...
+        _failed_on_our_side(upstream, claim, exc)
         return None
     _record_alerts(upstream, report)
     _emit_usage(upstream.name, report)
@@ -236,6 +235,16 @@ def run_fetch(payload: dict[str, Any]) -> FetchReport | None:
         checks.checked, checks.states,
     )  # fmt: skip
     return report
+
+
+def _failed_on_our_side(upstream: Upstream, claim: Claim, exc: Exception) -> None:
+    """Not the vendor's fault: the fetch stopped (its claim finished), and the failure counts
+    toward an alert. The type only: a traceback's text could quote a URL or a value the
+    redacting filter does not see (it reads the message, not the traceback)."""
+    logger.error("fetch %s failed on our side: %s", claim.upstream_id, type(exc).__name__)
+    emit_event("fetch_failed", upstream=claim.upstream_id, error="our_side")
+    detail = f"{getattr(exc, 'code', type(exc).__name__)}: the fetch failed on our side"
+    alerts.record(upstream, Alert.Kind.FETCH_FAILING, failed=True, detail=detail)
 
 
 def _finish_unfetched(claim: Claim, clock: SystemClock, upstream: Upstream | None) -> None:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import asyncio
 import ssl
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import certifi
 import httpx
@@ -114,7 +116,27 @@ def fetch(
     Its own event loop and connection: called from a thread that runs no event loop (a fetch
     worker's), one vendor call per fetch."""
     sent_at = clock.now()
-    return asyncio.run(_fetch(url, sent_at, limits, method, params, headers))
+    return _run_within_deadline(_fetch(url, sent_at, limits, method, params, headers))
+
+
+def _run_within_deadline(call: Coroutine[Any, Any, Fetched]) -> Fetched:
+    """``call`` on an event loop of its own that does not wait for its executor's threads when
+    it ends. The name lookup runs in such a thread (``getaddrinfo``), and cancelling the call
+    at its deadline cannot stop it; ``asyncio.run`` would wait for it (a vendor whose DNS never
+    answers held the call for the resolver's whole timeout, past the deadline). The thread
+    ends by itself when the resolver gives up; one executor per call bounds them to the calls
+    in flight."""
+    loop = asyncio.new_event_loop()
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vendor-lookup")
+    loop.set_default_executor(executor)
+    try:
+        return loop.run_until_complete(call)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()  # shuts the executor down without waiting for its thread
+            executor.shutdown(wait=False, cancel_futures=True)
 
 
 async def _fetch(

@@ -155,6 +155,22 @@ def test_a_retried_upsert_keeps_chunks_by_input_position(relay):
     assert pool.inventory("u1") == 4  # a0 and b0 (the first call's chunk), b1 and b2
 
 
+@pytest.mark.parametrize("cap", [5, 2])
+def test_an_upsert_whose_last_reply_was_lost_still_names_its_new_proxies(relay, cap):
+    """The retry of the last chunk finds the whole call's result stored, which keeps no new
+    IDs: it answers from the chunk's own, so the intake check still probes every new proxy
+    (one chunk, and three)."""
+    pool, clock = pool_at(relay.url, options={"script_batch_cap": cap})
+    now = clock.now()
+    pool.inventory("u1")  # the function library is loaded before replies are counted
+    chunks = -(-5 // cap)
+    relay.cut_replies(after=chunks - 1, count=1)  # the last chunk's reply
+    result = pool.upsert_fetched(FetchedBatch("u1", proxies_at(now, 5), 100, MIN / 12, now))
+    assert relay.cuts == 1 and (result.inserted, result.replayed) == (5, False)
+    assert result.inserted_ids == tuple(f"p{i}" for i in range(5))
+    pool.close()
+
+
 def test_redis_py_never_retries_behind_our_back(relay):
     """故障语义: a lost reply to an assign is StoreUnavailable (outcome unknown), and the
     assign ran once, even with a client configured to retry on its own."""

@@ -271,3 +271,29 @@ def test_a_fetch_the_store_stops_half_way_says_what_the_pool_holds(target, monke
     [alert] = Alert.objects.filter(kind=Alert.Kind.FETCH_FAILING)
     assert alert.detail.startswith("store_unavailable: " + said)
     assert real.upstream_inventory("acme-http").available_slots == 500
+
+
+def test_a_credential_no_key_can_read_finishes_the_claim_and_says_so(target, settings):
+    """The operator dropped the key a credential was sealed with: the fetch stops on our side
+    with its claim finished (due again after the interval) and an alert counting it (before:
+    the error escaped with the claim held until its lease ended, and nothing said why)."""
+    from cryptography.fernet import Fernet
+
+    from pool_admin.config.models import Alert
+
+    settings.POOL_SECRET_KEYS = (Fernet.generate_key().decode(),)
+    credential = Credential(name="acme-api")
+    credential.set_secret("k3y")
+    credential.save()
+    ProviderAccount.objects.create(name="acme", credential=credential)
+    with vendor(webshare((20_001, "a", "b"))) as url:
+        configure(url, target, credential_param="key")
+        settings.POOL_SECRET_KEYS = (Fernet.generate_key().decode(),)  # the old key is gone
+        claims: list[dict] = []
+        assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
+        assert fetch_tasks.run_fetch(claims[0]) is None
+        assert url.asked == []
+    status = fetch_tasks.scheduler().status(fetch_tasks.now(), "acme", "acme-http")
+    assert status.running_until is None and status.due_at is not None
+    [alert] = Alert.objects.filter(kind=Alert.Kind.FETCH_FAILING)
+    assert alert.detail == "SecretUnreadable: the fetch failed on our side"

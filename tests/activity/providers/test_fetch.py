@@ -148,3 +148,20 @@ def test_a_vendors_retry_after_is_read_as_a_wait(vendor, header, wait):
     with pytest.raises(HttpStatusError) as caught:
         get(vendor, f"/status/429?retry_after={quote(header)}")
     assert caught.value.retry_after == wait
+
+
+def test_a_name_that_never_resolves_is_cut_off_at_the_deadline(monkeypatch):
+    """The name lookup runs in a thread the deadline cannot stop; the call does not wait for
+    it (before: asyncio.run waited for the lookup, 6 s past a 1 s deadline)."""
+    import socket
+
+    def slow_lookup(*args, **kwargs):
+        time.sleep(3)
+        raise socket.gaierror("planted: no answer")
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow_lookup)
+    limits = FetchLimits(connect_timeout=5, read_timeout=5, total_timeout=1, max_bytes=100)
+    started = time.monotonic()
+    with pytest.raises(FetchFailed, match="within 1 s"):
+        fetch("http://vendor.invalid/list", clock=ManualClock(SENT), limits=limits)
+    assert time.monotonic() - started < 1.5
