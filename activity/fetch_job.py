@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
+from urllib.parse import parse_qsl, urlsplit
 
 from activity.check_rounds import CheckItem, CheckTally, check_in_rounds
 from activity.checker import CheckTarget, ProxyEndpoint
@@ -104,8 +105,14 @@ class FetchPlan:
     max_retry_after: timedelta = timedelta(hours=1)
 
     def request_secrets(self) -> RequestSecrets:
-        """What the vendor's answers must not repeat: the credential, the request's values."""
-        return RequestSecrets((*self.secrets, *self.params.values(), *self.headers.values()))
+        """What the vendor's answers must not repeat: the credential, the request's parameter
+        and header values, the endpoint's own query values, and the segments of its path that
+        look like a key (8 characters or more, a digit among them: Proxy-Seller's key is in its
+        path; ``list`` and ``v1`` are not keys)."""
+        endpoint = urlsplit(self.url)
+        segments = [s for s in endpoint.path.split("/") if len(s) >= 8 and any(map(str.isdigit, s))]
+        return RequestSecrets((*self.secrets, *self.params.values(), *self.headers.values(),
+                               *(v for _, v in parse_qsl(endpoint.query)), *segments))  # fmt: skip
 
 
 @dataclass

@@ -318,9 +318,10 @@ def plan_of(upstream: Upstream) -> FetchPlan:
     headers: dict[str, str] = {}
     credential = upstream.account.credential
     secrets: tuple[str, ...] = ()
-    if credential is not None and (upstream.credential_param or upstream.credential_header):
+    if credential is not None:  # redacted from the vendor's text however it is sent
         secret = credential.reveal()
         secrets = (secret,)
+    if credential is not None and (upstream.credential_param or upstream.credential_header):
         if upstream.credential_param:
             params[upstream.credential_param] = secret
         if upstream.credential_header:

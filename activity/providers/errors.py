@@ -62,7 +62,8 @@ class VendorError(ProviderError):
         """The same error with every value the request carried taken out of what the vendor
         said (the only vendor-supplied text an error holds)."""
         code, message = self._said
-        return VendorError(secrets.redact(code), secrets.redact(message), self.next_step)
+        return VendorError(secrets.redact(code, cut=True), secrets.redact(message, cut=True),
+                           self.next_step)  # fmt: skip
 
 
 def clean_message(message: str) -> str:

@@ -40,6 +40,7 @@ class RequestSecrets:
                     pieces.update((piece, quote(piece, safe="")))
         # Longest first, so a value is hidden whole and not around a piece of it.
         ordered = sorted(pieces, key=lambda p: (-len(p), p))
+        self._pieces = tuple(piece.casefold() for piece in ordered)
         self._pattern = (
             re.compile("|".join(map(re.escape, ordered)), re.IGNORECASE) if ordered else None
         )
@@ -47,8 +48,25 @@ class RequestSecrets:
     def __repr__(self) -> str:
         return "RequestSecrets(...)"
 
-    def redact(self, text: str) -> str:
-        """``text`` with every value the request carried replaced by ``[redacted]``."""
+    def redact(self, text: str, *, cut: bool = False) -> str:
+        """``text`` with every value the request carried replaced by ``[redacted]``. ``cut``:
+        the text may have been cut short after a value's start (a vendor's message is kept to
+        a bound), so a tail that begins a value (4 characters of it or more) goes too."""
         if self._pattern is None:
             return text
-        return self._pattern.sub(REDACTED, text)
+        text = self._pattern.sub(REDACTED, text)
+        if cut:
+            text = self._without_a_started_value(text)
+        return text
+
+    def _without_a_started_value(self, text: str) -> str:
+        folded = text.casefold()
+        longest = 0
+        for piece in self._pieces:
+            for size in range(min(len(piece) - 1, len(text)), MIN_SECRET_LENGTH - 1, -1):
+                if size <= longest:
+                    break
+                if folded.endswith(piece[:size]):
+                    longest = size
+                    break
+        return text[: len(text) - longest] + REDACTED if longest else text
