@@ -167,11 +167,21 @@ class FetchJob:
             wait = self._wait_after(exc)
             raise
         finally:
-            try:
-                self.scheduler.finish(self.clock.now(), self.claim, self.clock.now() + wait)
-            except LeaseLost:
-                logger.warning("fetch %s: its lease was lost; another fetch runs it",
-                               self.claim.upstream_id)  # fmt: skip
+            self._finish(wait)
+
+    def _finish(self, wait: timedelta) -> None:
+        """Finish the claim, next due ``wait`` from now. A finish that fails must not hide how
+        the fetch went (its report, or the vendor's error): it is logged, and the claim, left
+        running, is given up when its lease ends and claimed again."""
+        try:
+            self.scheduler.finish(self.clock.now(), self.claim, self.clock.now() + wait)
+        except LeaseLost:
+            logger.warning("fetch %s: its lease was lost; another fetch runs it",
+                           self.claim.upstream_id)  # fmt: skip
+        except Exception as exc:
+            logger.error("fetch %s: its claim could not be finished (%s); it is claimed again "
+                         "when its lease ends", self.claim.upstream_id,
+                         type(exc).__name__)  # fmt: skip
 
     def _wait_after(self, error: ProviderError) -> timedelta:
         interval = self.plan.interval
@@ -194,13 +204,20 @@ class FetchJob:
         except Exception:
             self._give_back(asked, taken_at)  # nothing came: none of it counts
             raise
+        # The vendor may have taken its whole deadline: the checks and writes to come need the
+        # lease as much (a lost one is logged, and the answer, paid for, is written still).
+        self._keep_alive()
         result = ReconcileResult(deficit=deficit, asked=asked)
         interrupted: Exception | None = None
         kept = _Recorded(self.handover)
         try:
             reconciler = Reconciler(self.pool, kept)
-            intake = reconciler.prepare(clock.now(), plan.target, parsed, keep=asked,
-                                        operation_id=f"fetch:{self.claim.token}")  # fmt: skip
+            try:
+                intake = reconciler.prepare(clock.now(), plan.target, parsed, keep=asked,
+                                            operation_id=f"fetch:{self.claim.token}")  # fmt: skip
+            except Exception:
+                self._give_back(asked, taken_at)  # nothing written: none of it counts
+                raise
             got = sum(len(batch.proxies) for batch in intake.batches)
             if got < asked:
                 self._give_back(asked - got, taken_at)
@@ -242,7 +259,13 @@ class FetchJob:
         raise redacted
 
     def _give_back(self, count: int, taken_at: datetime) -> None:
-        self.scheduler.give_back_proxies(self.clock.now(), self.claim, count, taken_at)
+        """Return what the vendor did not send to the account's budget; a lease lost meanwhile
+        (a vendor that took its whole deadline) keeps it counted, and hides nothing."""
+        try:
+            self.scheduler.give_back_proxies(self.clock.now(), self.claim, count, taken_at)
+        except LeaseLost:
+            logger.info("fetch %s: its lease ended before %d proxies could be given back",
+                        self.claim.upstream_id, count)  # fmt: skip
 
     def _check_items(self, intake: Intake, result: ReconcileResult) -> list[CheckItem]:
         """The proxies the pool took in as new, each with where to check it (None: it cannot
@@ -285,14 +308,15 @@ class FetchJob:
                         before_round=self._keep_alive)  # fmt: skip
 
     def _keep_alive(self) -> None:
-        """Renew the claim before a round of checks. A lease already lost (a lease shorter
-        than the fetch) does not stop the checks: the lease guards the vendor account, and the
-        proxies this fetch wrote need their check whoever fetches next (unchecked, they would
-        hold ``max_size`` places until a recheck took them)."""
+        """Renew the claim (after the vendor's answer, before each round of checks). A lease
+        already lost (a lease shorter than the fetch) does not stop the fetch: the lease guards
+        the vendor account, the answer is paid for, and the proxies this fetch wrote need their
+        check whoever fetches next (unchecked, they would hold ``max_size`` places until a
+        recheck took them)."""
         try:
             self.claim = self.scheduler.renew(self.clock.now(), self.claim, self.lease)
         except LeaseLost:
-            logger.warning("fetch %s: its lease ended before its checks did; checking on",
+            logger.warning("fetch %s: its lease ended before its work did; going on",
                            self.claim.upstream_id)  # fmt: skip
 
 

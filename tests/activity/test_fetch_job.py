@@ -441,3 +441,29 @@ def test_a_claim_spent_already_does_nothing(pool_of):
         with pytest.raises(LeaseLost):
             job.run()
         assert url.asked == []
+
+
+def test_a_vendor_that_outlasts_the_lease_and_then_fails_is_told_as_the_vendors_failure(pool_of):
+    """The vendor held the call past the claim's lease, then answered with an error: its
+    error is what the fetch says (before: giving the grant back raised LeaseLost over it, and
+    the vendor's failure went untold)."""
+    _, _, clock = pool_of
+
+    def late_and_wrong(query: dict) -> dict:
+        clock.advance(LEASE + timedelta(seconds=1))
+        return {"detail": "Invalid token."}  # Webshare's error body: not its list
+
+    with vendor(late_and_wrong) as url, pytest.raises(MalformedResponse):
+        run(pool_of, plan(url, "http", None))
+
+
+class FinishFails(MemoryScheduler):
+    def finish(self, now, claim, next_due_at):
+        raise StoreUnavailable("planted: the scheduler's store went away")
+
+
+def test_a_claim_that_cannot_be_finished_hides_nothing_of_the_fetch(pool_of, caplog):
+    with vendor(webshare((20_001, "a", "b"))) as url:
+        report = run(pool_of, plan(url, "http", None), scheduler=FinishFails())
+    assert report.reconcile.inserted == 1
+    assert "its claim could not be finished (StoreUnavailable)" in caplog.text
