@@ -256,18 +256,22 @@ def worker_options(queue: str, threads: int) -> list[str]:
 
 def child_commands(bind: str) -> list[tuple[str, list[str]]]:
     """The long-running children: web (one worker per core), the fetch worker (vendor calls,
-    ``FETCH_WORKER_THREADS`` at once), the upkeep worker (dispatches, rechecks, sweeps,
-    ownership expiry), beat, and the usage stream's consumer."""
+    ``FETCH_WORKER_THREADS`` at once), the check worker (rechecks), the upkeep worker
+    (dispatches, sweeps, ownership expiry, retention), beat, and the usage stream's
+    consumer."""
     from django.conf import settings
 
     py = sys.executable
     celery = [py, "-m", "celery", "-A", "pool_admin"]
     fetches = worker_options(settings.FETCH_QUEUE, settings.FETCH_WORKER_THREADS)
+    checks = worker_options(settings.CHECK_QUEUE, settings.CHECK_WORKER_THREADS)
     upkeep = worker_options(settings.CELERY_TASK_DEFAULT_QUEUE, settings.UPKEEP_WORKER_THREADS)
+    worker = [*celery, "worker", "--loglevel", "INFO"]
     return [
         ("web (granian)", web_command(bind)),
-        ("fetch worker", [*celery, "worker", "--loglevel", "INFO", "-n", "fetches@%h", *fetches]),
-        ("upkeep worker", [*celery, "worker", "--loglevel", "INFO", "-n", "upkeep@%h", *upkeep]),
+        ("fetch worker", [*worker, "-n", "fetches@%h", *fetches]),
+        ("check worker", [*worker, "-n", "checks@%h", *checks]),
+        ("upkeep worker", [*worker, "-n", "upkeep@%h", *upkeep]),
         ("celery beat", [*celery, "beat", "--loglevel", "INFO"]),
         ("metrics consumer", [py, str(REPO_DIR / "manage.py"), "consume_metrics"]),
     ]

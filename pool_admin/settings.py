@@ -299,13 +299,20 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # Vendor fetches have a queue and a worker of their own, many threads: a fetch waits on its
 # vendor (up to its upstream's deadline) and must hold up neither other accounts' fetches nor
-# the rechecks, sweeps and ownership expiry on the default queue (their own worker).
+# the dispatches, sweeps and ownership expiry on the default queue (their own worker).
 # FETCH_WORKER_THREADS bounds the fetches in flight at once: keep it at least the sum of the
 # enabled accounts' fetch concurrency (the dispatch warns when it is not).
+# Rechecks too (CHECK_QUEUE, CHECK_WORKER_THREADS): a run probes for up to its period, and the
+# 2-second fetch dispatch must never wait behind them.
 FETCH_QUEUE = "fetches"
+CHECK_QUEUE = "checks"
 CELERY_TASK_DEFAULT_QUEUE = "celery"
-CELERY_TASK_ROUTES = {"pool_admin.fetch_upstream": {"queue": FETCH_QUEUE}}
+CELERY_TASK_ROUTES = {
+    "pool_admin.fetch_upstream": {"queue": FETCH_QUEUE},
+    "pool_admin.check_upstream": {"queue": CHECK_QUEUE},
+}
 FETCH_WORKER_THREADS = env_int("FETCH_WORKER_THREADS", 32, minimum=1, maximum=512)
+CHECK_WORKER_THREADS = env_int("CHECK_WORKER_THREADS", 8, minimum=1, maximum=128)
 UPKEEP_WORKER_THREADS = env_int("UPKEEP_WORKER_THREADS", 4, minimum=1, maximum=64)
 HEARTBEAT_PERIOD = timedelta(seconds=30)
 # Usage aggregates (config/models/usage.py): minute rows roll up into hourly rows after

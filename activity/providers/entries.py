@@ -71,6 +71,12 @@ class ProxyEntry:
         )
 
 
+#: The most listings an answer is read for (duplicates included): four per place its cap
+#: allows, and never fewer than MIN_LISTINGS (a small cap with a vendor's repeats).
+LISTINGS_PER_CAP = 4
+MIN_LISTINGS = 1_000
+
+
 @dataclass(slots=True)
 class ParsedResponse:
     """The entries taken from one response, and the count of those dropped, by reason."""
@@ -91,6 +97,17 @@ class ParsedResponse:
                 return
             self.exits.add(entry.exit)
         self.entries.append(entry)
+
+    def full(self, cap: int) -> bool:
+        """Whether reading on is no use: ``cap`` distinct proxies taken, or as many listings read
+        as the bound allows (a body repeating one proxy must not cost a parse of each of its
+        listings; what is left is counted OVER_CAP unread)."""
+        listings = max(cap * LISTINGS_PER_CAP, MIN_LISTINGS)
+        return len(self.exits) >= cap or len(self.entries) >= listings
+
+
+#: 0.0.0.0/8, "this network" (RFC 791): Python calls it private, and 0.x.y.z reaches this host.
+_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
 
 
 def checked_host(value: object, allow_local: bool = False) -> str:
@@ -115,7 +132,7 @@ def checked_host(value: object, allow_local: bool = False) -> str:
     if address.is_loopback:  # first: IPv6's ::1 is in a reserved block too
         taken = allow_local
     elif (address.is_unspecified or address.is_link_local or address.is_multicast
-          or address.is_reserved):  # fmt: skip
+          or address.is_reserved or address in _THIS_NETWORK):  # fmt: skip
         taken = False
     else:
         taken = address.is_global or (allow_local and address.is_private)

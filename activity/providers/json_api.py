@@ -124,7 +124,10 @@ class JsonFormat:
             raise MalformedResponse(f"{self.list_path!r} is not a list")
         lines = self._lines() if self.string_entries is not None else None
         parsed = ParsedResponse()
-        for entry in entries:  # as many as MAX_BODY bytes hold
+        for number, entry in enumerate(entries):
+            if parsed.full(self.max_entries):
+                parsed.dropped[DropReason.OVER_CAP] += len(entries) - number
+                break
             try:
                 parsed.take(self._entry(entry, lines, sent_at), self.max_entries)
             except Dropped as dropped:

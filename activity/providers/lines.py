@@ -4,7 +4,9 @@
 left, Kuaidaili ``f_et=1`` and Juliang ``ip_remain=1``); an IPv6 host goes in brackets. A body
 whose first line is ``ERROR(code): message`` is the vendor's error (Kuaidaili's text form).
 Each line is parsed or dropped by its reason; at most ``max_entries`` distinct proxies are
-taken, the others counted as :data:`DropReason.OVER_CAP` (``ParsedResponse.take``). Lines are read
+taken, the others counted as :data:`DropReason.OVER_CAP` (``ParsedResponse.take``), and once
+that many are taken (or four listings per place read) the lines left are counted so without
+being parsed. Lines are read
 one at a time from a body of at most :data:`MAX_BODY` bytes. A body that is not
 UTF-8 is a :class:`MalformedResponse` and nothing of it is taken.
 """
@@ -107,6 +109,9 @@ class TextFormat:
         parsed = ParsedResponse()
         for line in itertools.chain((first,), lines):
             if not line:
+                continue
+            if parsed.full(self.max_entries):  # counted, not parsed
+                parsed.dropped[DropReason.OVER_CAP] += 1
                 continue
             try:
                 parsed.take(self.parse_line(line, sent_at), self.max_entries)

@@ -80,8 +80,8 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         assert get(f"http://{web}/static/admin/css/base.css")[0] == 200  # whitenoise
 
         started = dict(re.findall(r"started (.+?) pid=(\d+)", "".join(lines)))
-        children = {"web (granian)", "fetch worker", "upkeep worker", "celery beat",
-                    "metrics consumer"}  # fmt: skip
+        children = {"web (granian)", "fetch worker", "check worker", "upkeep worker",
+                    "celery beat", "metrics consumer"}  # fmt: skip
         assert {"redis-server", "postgres", *children} <= set(started)
         groups = {g for g in (pgid_of(int(pid)) for pid in started.values()) if g}
 
@@ -117,10 +117,14 @@ def test_fetches_and_upkeep_run_on_workers_of_their_own():
         return app.amqp.router.route({}, task, args=(), kwargs={})["queue"].name
 
     assert queue_of("pool_admin.fetch_upstream") == settings.FETCH_QUEUE
-    upkeep = ("dispatch_fetches", "dispatch_checks", "check_upstream", "sweep_pool",
-              "expire_ownership", "heartbeat", "keep_usage_bounded")  # fmt: skip
+    assert queue_of("pool_admin.check_upstream") == settings.CHECK_QUEUE
+    upkeep = ("dispatch_fetches", "dispatch_checks", "sweep_pool", "expire_ownership",
+              "heartbeat", "keep_usage_bounded")  # fmt: skip
     for task in upkeep:
-        assert queue_of(f"pool_admin.{task}") == settings.CELERY_TASK_DEFAULT_QUEUE != "fetches"
+        assert queue_of(f"pool_admin.{task}") == settings.CELERY_TASK_DEFAULT_QUEUE
+    assert (
+        len({settings.FETCH_QUEUE, settings.CHECK_QUEUE, settings.CELERY_TASK_DEFAULT_QUEUE}) == 3
+    )
     commands = dict(child_commands("127.0.0.1:8000"))
 
     def option(argv: list[str], name: str) -> str:
@@ -131,3 +135,20 @@ def test_fetches_and_upkeep_run_on_workers_of_their_own():
     assert option(fetch, "--concurrency") == str(settings.FETCH_WORKER_THREADS)
     assert option(upkeep_worker, "-Q") == settings.CELERY_TASK_DEFAULT_QUEUE
     assert option(upkeep_worker, "--pool") == "threads"
+    check_worker = commands["check worker"]
+    assert (option(check_worker, "-Q"), option(check_worker, "--pool")) == ("checks", "threads")
+
+
+def test_a_worker_raises_its_open_file_limit_to_what_its_checks_need():
+    """32 threads of 200 checks each need thousands of sockets: the soft limit is raised (up
+    to the hard one), and a hard limit below the need is said."""
+    import resource
+
+    from pool_admin.celery import room_for_connections
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        assert room_for_connections(512) == 512 == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

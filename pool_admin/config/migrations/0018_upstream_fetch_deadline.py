@@ -4,6 +4,15 @@ import django.core.validators
 from django.db import migrations, models
 
 
+def deadline_within_half_the_ttl(apps, schema_editor):
+    """An upstream saved before the deadline existed keeps to its rule (at most half its default
+    TTL), so it stays valid and its calls end well inside its proxies' life."""
+    Upstream = apps.get_model("config", "Upstream")
+    for upstream in Upstream.objects.filter(default_ttl_s__lt=40).only("default_ttl_s"):
+        upstream.fetch_timeout_s = max(1, upstream.default_ttl_s // 2)
+        upstream.save(update_fields=["fetch_timeout_s"])
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("config", "0017_upstream_fetches"),
@@ -36,4 +45,5 @@ class Migration(migrations.Migration):
                 verbose_name="vendor call deadline (s)",
             ),
         ),
+        migrations.RunPython(deadline_within_half_the_ttl, migrations.RunPython.noop),
     ]

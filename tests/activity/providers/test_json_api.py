@@ -145,3 +145,15 @@ def test_a_protocol_read_per_entry_goes_through_the_vendors_names():
         ("1.2.3.5", "socks5"),
     ]
     assert parsed.dropped == {DropReason.BAD_PROTOCOL: 2}
+
+
+def test_a_body_repeating_one_proxy_is_not_parsed_to_its_end():
+    """Duplicates do not count toward the cap, but the parse stops at four listings a place,
+    1,000 at least: a body of 50,000 copies of one proxy costs 1,000 parses, the rest counted
+    unread (before: each of them parsed, 0.8 s of CPU for an 8 MiB body)."""
+    listed = ["11.0.0.1:80,60"] * 50_000
+    small = json_format(
+        "data.proxy_list", ExpiryForm.SECONDS_LEFT, string_entries=LineFormat.HOST_PORT_SECONDS
+    )
+    parsed = small.parse(body({"code": 0, "data": {"proxy_list": listed}}), SENT)
+    assert len(parsed.entries) == 1_000 and parsed.dropped == {DropReason.OVER_CAP: 49_000}

@@ -282,3 +282,9 @@ def test_proxies_separated_by_something_else_than_line_breaks():
     for bad in (",", ":", "x", "", "12345"):
         with pytest.raises(ValueError, match="separator"):
             TextFormat(LineFormat.HOST_PORT_SECONDS, "http", expiry, 100, separator=bad)
+
+
+def test_zero_network_addresses_are_refused_even_for_local_tests():
+    expiry = ExpiryRule(ExpiryForm.NONE, TEN_MINUTES)
+    demo = TextFormat(LineFormat.HOST_PORT, "http", expiry, 100, allow_local_hosts=True)
+    assert demo.parse(b"0.1.2.3:8080", SENT).dropped == {DropReason.BAD_HOST: 1}

@@ -52,3 +52,33 @@ def test_each_upstream_becomes_an_account_holding_its_credential_and_budgets():
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(latest)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_upstream_of_short_lived_proxies_gets_a_deadline_within_half_its_ttl():
+    """0018: the new vendor call deadline (20 s) must be at most half the default TTL; an
+    upstream saved before it with a 30 s TTL gets 15 s, so it stays valid (saveable)."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before, after = ("config", "0017_upstream_fetches"), ("config", "0018_upstream_fetch_deadline")
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    try:
+        executor.migrate([before])
+        old = MigrationExecutor(connection).loader.project_state([before]).apps
+        account = old.get_model("config", "ProviderAccount").objects.create(name="acme")
+        for name, ttl in (("short", 30), ("usual", 300)):
+            old.get_model("config", "Upstream").objects.create(
+                name=name, account=account, endpoint_url="https://api.acme.example/p",
+                default_ttl_s=ttl,
+            )  # fmt: skip
+        executor = MigrationExecutor(connection)
+        executor.migrate([after])
+        new = executor.loader.project_state([after]).apps
+        deadlines = dict(new.get_model("config", "Upstream").objects.values_list(
+            "name", "fetch_timeout_s"))  # fmt: skip
+        assert deadlines == {"short": 15, "usual": 20}
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
