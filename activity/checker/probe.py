@@ -8,7 +8,8 @@ request follows (after TLS for ``https://``). The check passes when the check UR
 body; the whole check, connection included, has one deadline (``timeout``).
 
 What a failure is (:class:`Failure`) is told from where it happened, never from free text:
-``refused`` (no TCP connection to the proxy), ``timeout``, ``auth`` (the proxy refused the
+``refused`` (no TCP connection to the proxy), ``address`` (the proxy's name led to an address
+no proxy may be at: nothing is sent), ``timeout``, ``auth`` (the proxy refused the
 credentials: 407, or 401 as tinyproxy answers a wrong password, or SOCKS5's refusal; so a check
 URL must not ask for authentication itself), ``proxy_error`` (the proxy could not reach the
 target: CONNECT or SOCKS5 refused, 500/502/503/504), ``status`` (the target answered another
@@ -30,6 +31,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from urllib.parse import urlsplit
 
+from activity.addresses import never
+
 #: Most bytes of a status line and headers read from the proxy or the target.
 MAX_HEAD = 16_384
 _GATEWAY_ERRORS = frozenset({500, 502, 503, 504})
@@ -37,6 +40,9 @@ _GATEWAY_ERRORS = frozenset({500, 502, 503, 504})
 
 class Failure(StrEnum):
     REFUSED = "refused"
+    #: The proxy's host name led to an address no proxy may be at (activity/addresses.py):
+    #: connected to, nothing sent.
+    ADDRESS = "address"
     TIMEOUT = "timeout"
     AUTH = "auth"
     PROXY_ERROR = "proxy_error"
@@ -150,6 +156,8 @@ async def probe(proxy: ProxyEndpoint, target: CheckTarget, timeout: float) -> Pr
                 )
             except OSError as exc:
                 raise _Failed(Failure.REFUSED) from exc
+            if _led_nowhere_allowed(writer):
+                raise _Failed(Failure.ADDRESS)
             try:
                 status = await _through(proxy, target, reader, writer)
             except ssl.SSLError as exc:
@@ -175,6 +183,17 @@ async def probe(proxy: ProxyEndpoint, target: CheckTarget, timeout: float) -> Pr
         if status in _GATEWAY_ERRORS:
             return ProbeResult(False, latency, Failure.PROXY_ERROR, status)
     return ProbeResult(False, latency, Failure.STATUS, status)
+
+
+def _led_nowhere_allowed(writer: asyncio.StreamWriter) -> bool:
+    """Whether the connection went where no proxy may be: a vendor's host name can lead to the
+    cloud metadata address, which must never get a request (the parser checks the addresses
+    it is given; only the connection knows where a name led)."""
+    peer = writer.get_extra_info("peername")
+    try:
+        return never(ipaddress.ip_address(peer[0]))
+    except (TypeError, ValueError, IndexError):
+        return False  # not an IP socket (a test's pipe): nothing to tell
 
 
 def _tunnelled(proxy: ProxyEndpoint, target: CheckTarget) -> bool:

@@ -23,7 +23,7 @@ MAX_CONCURRENCY = 2_000
 #: A failure that says the proxy cannot work as given: UNHEALTHY at once. Any other failure
 #: may pass (a slow moment, the target's own error): SUSPECT first, UNHEALTHY when the proxy
 #: was SUSPECT already.
-DEFINITE = frozenset({Failure.REFUSED, Failure.AUTH})
+DEFINITE = frozenset({Failure.REFUSED, Failure.AUTH, Failure.ADDRESS})
 
 
 #: The event loops ``check_all`` runs on: uvloop, the default (bench/checks.py side by side

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from activity.addresses import allowed
 from activity.hosts import normalize_host
 
 #: Protocols a proxy of the pool may speak (the pool's ``protocol`` filter).
@@ -106,17 +107,14 @@ class ParsedResponse:
         return len(self.exits) >= cap or len(self.entries) >= listings
 
 
-#: 0.0.0.0/8, "this network" (RFC 791): Python calls it private, and 0.x.y.z reaches this host.
-_THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")
-
-
 def checked_host(value: object, allow_local: bool = False) -> str:
     """A host in its normal form. An address that is not global, or a ``localhost`` name, is
     refused unless ``allow_local``: vendor APIs are often plain HTTP, and an answer changed on
     its way must not turn the pool's proxies into a way to reach this network. ``allow_local``
     (a local test, the demo's local proxies) admits loopback and the private ranges, never the
-    unspecified address (this host's every interface), link-local (the cloud metadata address,
-    169.254.169.254), multicast, broadcast or reserved ones, also IPv4-mapped."""
+    addresses activity/addresses.py names (this host's, link-local: the cloud metadata
+    address, multicast, broadcast, reserved). A host name is checked where it leads when the
+    checker connects to it (activity/checker/probe.py)."""
     try:
         host = normalize_host(value)
     except ValueError:
@@ -127,16 +125,7 @@ def checked_host(value: object, allow_local: bool = False) -> str:
         if (host == "localhost" or host.endswith(".localhost")) and not allow_local:
             raise Dropped(DropReason.BAD_HOST) from None
         return host
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address.is_loopback:  # first: IPv6's ::1 is in a reserved block too
-        taken = allow_local
-    elif (address.is_unspecified or address.is_link_local or address.is_multicast
-          or address.is_reserved or address in _THIS_NETWORK):  # fmt: skip
-        taken = False
-    else:
-        taken = address.is_global or (allow_local and address.is_private)
-    if not taken:
+    if not allowed(address, allow_local):
         raise Dropped(DropReason.BAD_HOST)
     return host
 

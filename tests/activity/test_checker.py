@@ -187,3 +187,28 @@ def test_checks_run_to_their_end_on_either_loop(loop, tmp_path):
     assert [r.ok for r in results] == [True, False]
     with pytest.raises(ValueError, match="loop must be one of"):
         check_all(endpoints, CheckTarget(target.url()), concurrency=2, timeout=5, loop="trio")
+
+
+@pytest.mark.parametrize("peer", ["169.254.169.254", "0.0.0.0", "::ffff:169.254.169.254"])
+def test_a_name_that_leads_where_no_proxy_may_be_gets_no_request(http_proxy, target, monkeypatch,
+                                                                 peer):  # fmt: skip
+    """A vendor's host name can resolve to the cloud metadata address: the connection tells
+    where the name led, and nothing is sent there (UNHEALTHY at once). The connection here is
+    to a real local proxy whose address the socket reports as ``peer``."""
+    real_open = asyncio.open_connection
+
+    async def leads_to_peer(*args, **kwargs):
+        reader, writer = await real_open(*args, **kwargs)
+        original = writer.get_extra_info
+        writer.get_extra_info = lambda name, default=None: (  # type: ignore[method-assign]
+            (peer, 80) if name == "peername" else original(name, default)
+        )
+        return reader, writer
+
+    monkeypatch.setattr(asyncio, "open_connection", leads_to_peer)
+    before = target.requests
+    result = check(endpoint(http_proxy), CheckTarget(target.url()))
+    assert (result.ok, result.failure) == (False, Failure.ADDRESS)
+    assert target.requests == before  # the proxy was asked nothing
+    now = datetime.now(UTC)
+    assert health_of("p1", result, now, ProxyState.FETCHED).state is ProxyState.UNHEALTHY

@@ -116,7 +116,8 @@ class Upstream(ConfigModel):
         default=False,
         help_text="Take proxies on loopback and private addresses (127.0.0.0/8, ::1, "
         "localhost, 10/8, 172.16/12, 192.168/16, fc00::/7: a local test or the demo provider); "
-        "never the unspecified, link-local (cloud metadata), multicast or reserved ones. "
+        "never the unspecified, link-local (cloud metadata), multicast or reserved ones, "
+        "listed or where a listed name leads (a check sends nothing there). "
         "Vendors' proxies are public, so off.",
     )
     request_params = models.JSONField(
