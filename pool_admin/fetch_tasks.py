@@ -36,7 +36,7 @@ from activity.fetch_job import FetchInterrupted, FetchJob, FetchPlan, FetchRepor
 from activity.providers.errors import NextStep, ProviderError
 from activity.providers.fetch import FetchLimits
 from activity.reconciler import UpstreamTarget
-from activity.scheduler import Claim, NoClaim, RequestOutcome
+from activity.scheduler import Claim, FetchScheduler, NoClaim, RequestOutcome
 from activity.scheduler.redis import RedisScheduler
 from pool_admin import alerts
 from pool_admin.config.models import Alert, ProviderAccount, Upstream
@@ -51,7 +51,7 @@ _lock = threading.Lock()
 _scheduler: RedisScheduler | None = None
 
 
-def scheduler() -> RedisScheduler:
+def scheduler() -> FetchScheduler:
     """The process's fetch scheduler, on the pool's Redis under the pool's prefix."""
     global _scheduler
     with _lock:
@@ -109,7 +109,7 @@ def _warn_if_threads_short(wanted: int) -> None:
     _threads_warned_for = wanted if wanted > threads else 0
 
 
-def refill(now: datetime, sched: RedisScheduler) -> int:
+def refill(now: datetime, sched: FetchScheduler) -> int:
     """On-demand refill: each enabled upstream with a low-water mark whose unextracted
     inventory is under it is requested ahead of its cadence (merged within its cooldown); the
     requests accepted. Read here, every dispatch, not in the extract: an extract stays one

@@ -20,6 +20,7 @@ from django.conf import settings
 from activity import PoolOptions, SweepResult
 from activity.clock import Clock
 from activity.credentials import FetchCredentials
+from activity.ports import ActivityPool
 from activity.redis import RedisPool
 
 _lock = threading.Lock()
@@ -48,7 +49,7 @@ def sweep_pool(limit: int) -> SweepResult:
     return result
 
 
-def get_pool() -> RedisPool:
+def get_pool() -> ActivityPool:
     """The process's pool."""
     global _pool, _client
     pool = _pool

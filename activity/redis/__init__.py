@@ -28,6 +28,7 @@ from activity.inspection import (
     ProxyDetail,
     WorkerStatus,
 )
+from activity.lua_functions import Scripts
 from activity.redis._codec import (
     as_dict,
     as_list,
@@ -43,9 +44,9 @@ from activity.redis._codec import (
     session,
     static_record,
 )
-from activity.redis._scripts import Scripts
-from activity.redis._transport import bounded_client
+from activity.redis._scripts import POOL_LIBRARY
 from activity.redis._workers import WorkerCalls, lease_ms
+from activity.redis_transport import bounded_client
 from activity.types import (
     Assignment,
     CallQuota,
@@ -101,7 +102,7 @@ class RedisPool:
         # `{activity}` is the hash tag: every key lands in one Cluster slot, so every script
         # stays atomic if the deployment ever moves to Cluster single-slot.
         self._ns = f"{self.options.prefix}:{{activity}}:"
-        self._scripts = Scripts(self._client, self._ns + "meta")
+        self._scripts = Scripts(self._client, self._ns + "meta", POOL_LIBRARY)
         self._workers = WorkerCalls(self._scripts, self.options)
 
     def _now(self) -> int:

@@ -12,8 +12,8 @@ from datetime import timedelta
 
 from activity import _validation as v
 from activity._time import span_ms
+from activity.lua_functions import Scripts
 from activity.redis._codec import as_list, assignment, drain_ticket, runtime_view, session
-from activity.redis._scripts import Scripts
 from activity.types import (
     DrainTicket,
     PoolOptions,

@@ -12,7 +12,7 @@ import redis
 
 from activity._checks import digest, token
 from activity._time import from_ms
-from activity.redis._scripts import LUA_DIR, FunctionLibrary, Scripts
+from activity.lua_functions import LUA_DIR, FunctionLibrary, Scripts
 from activity.scheduler import _checks
 from activity.scheduler.types import (
     MAX_GRANTS_PER_MINUTE,

@@ -19,7 +19,7 @@ from activity import ExtractRequest
 from activity.deadline import deadline
 from activity.errors import DeadlineExceeded, StoreUnavailable
 from activity.redis import RedisPool
-from activity.redis._transport import bounded_client, pooled_call
+from activity.redis_transport import bounded_client, pooled_call
 from pool_admin.localservices import RedisServer
 
 pytestmark = pytest.mark.redis

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from activity.errors import ERROR_CODES
-from activity.redis._scripts import LUA_DIR, library
+from activity.lua_functions import LUA_DIR, library
 from activity.scheduler.redis import OPERATIONS, SCHEDULER_LIBRARY
 
 DIR = LUA_DIR / "scheduler"
