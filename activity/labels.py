@@ -20,6 +20,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 #: The longest label, in characters (Unicode code points), as the vendor's text is kept.
 MAX_LABEL = 64
@@ -27,6 +28,10 @@ MAX_LABEL = 64
 
 class BadLabel(ValueError):
     """A label that cannot be kept: empty, unprintable, or longer than :data:`MAX_LABEL`."""
+
+
+class LabelTooLong(BadLabel):
+    """A label longer than :data:`MAX_LABEL` once cleaned."""
 
 
 def clean_label(value: str) -> str:
@@ -38,10 +43,21 @@ def clean_label(value: str) -> str:
     if not text:
         raise BadLabel("a label is not empty")
     if len(text) > MAX_LABEL:
-        raise BadLabel(f"a label is at most {MAX_LABEL} characters")
+        raise LabelTooLong(f"a label is at most {MAX_LABEL} characters")
     if not text.isprintable():
         raise BadLabel("a label is printable text")
     return text
+
+
+def is_kept_label(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a label as it is kept: a string that cleaning leaves unchanged
+    (what the pool stores, a client's allowed regions, a usage event's region)."""
+    if type(value) is str and value.isascii() and value.isalnum() and len(value) <= MAX_LABEL:
+        return True  # the usual label ("US", "telecom"): clean as it is
+    try:
+        return isinstance(value, str) and clean_label(value) == value
+    except BadLabel:
+        return False
 
 
 def label_key(value: str) -> str:

@@ -14,7 +14,7 @@ from activity._time import span_ms, to_ms
 from activity._validation.common import MAX_CONCURRENCY, is_text, once, text
 from activity.credentials import Credential, CredentialResolver, CredentialUnavailable, SecretRef
 from activity.errors import InvalidBatch, InvalidRequest, StoreUnavailable
-from activity.labels import MAX_LABEL, BadLabel, clean_label, label_key
+from activity.labels import MAX_LABEL, is_kept_label, label_key
 from activity.types import (
     HEALTH_STATES,
     PROTOCOLS,
@@ -211,13 +211,8 @@ def _resolve(resolver: CredentialResolver, ref: SecretRef) -> Credential | None:
 
 def _label_key(value: object, index: int, name: str) -> str:
     """A region's or carrier's matching form; the label must be kept as it is (clean)."""
-    if type(value) is str and value.isascii() and value.isalnum() and len(value) <= MAX_LABEL:
-        return value.lower()  # the usual label: clean as it is, its key at once
-    try:
-        if isinstance(value, str) and clean_label(value) == value:
-            return label_key(value)
-    except BadLabel:
-        pass
+    if is_kept_label(value):
+        return label_key(value)
     raise InvalidBatch(
         f"proxies[{index}].{name} must be a clean label: 1-{MAX_LABEL} printable characters, "
         "NFC, single spaces, none at either end"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from activity.labels import MAX_LABEL, BadLabel, clean_label
+from activity.labels import BadLabel, LabelTooLong, clean_label
 from activity.providers.entries import (
     Dropped,
     DropReason,
@@ -229,6 +229,7 @@ def _label(value: object) -> str | None:
         raise Dropped(DropReason.MALFORMED)
     try:
         return clean_label(value)
+    except LabelTooLong:
+        raise Dropped(DropReason.TOO_LONG) from None
     except BadLabel:
-        long = len(" ".join(value[: MAX_LABEL * 4].split())) > MAX_LABEL
-        raise Dropped(DropReason.TOO_LONG if long else DropReason.MALFORMED) from None
+        raise Dropped(DropReason.MALFORMED) from None

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from activity.labels import BadLabel, clean_label
+from activity.labels import is_kept_label
 from activity.types import LABEL_PATTERN, Outcome, ProxyState
 
 _LABEL = re.compile(LABEL_PATTERN)
@@ -84,21 +84,13 @@ def _states(value: object) -> bool:
     return isinstance(value, dict) and _counts(value) and all(k in _STATES for k in value)
 
 
-def _region(value: object) -> bool:
-    """A proxy's region as its vendor wrote it (activity/labels.py: at most 64 characters, so it
-    fits ClientDraws.region)."""
-    try:
-        return isinstance(value, str) and clean_label(value) == value
-    except BadLabel:
-        return False
-
-
 def _draw(row: object) -> bool:
     return (
         isinstance(row, list)
         and len(row) == 4
         and _label(row[0])
-        and (row[1] == "" or _region(row[1]))
+        # A region as its vendor wrote it: at most 64 characters, so ClientDraws.region fits it.
+        and (row[1] == "" or is_kept_label(row[1]))
         and _count(row[2])
         and _count(row[3])
     )

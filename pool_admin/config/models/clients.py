@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
-from activity.labels import MAX_LABEL, BadLabel, clean_label, label_key
+from activity.labels import MAX_LABEL, is_kept_label, label_key
 from activity.types import LABEL_MAX_LENGTH, PROTOCOLS, QUOTA_MAX_UNITS
 from pool_admin.config.models.base import (
     LABEL_HELP,
@@ -96,7 +96,7 @@ class ApiClient(ConfigModel):
         if regions is None:
             errors["allowed_regions"] = "Enter a list of region labels."
         else:
-            bad = [r for r in regions if not _is_region(r)]
+            bad = [r for r in regions if not is_kept_label(r)]
             if bad:
                 errors["allowed_regions"] = (
                     f"Not a region label: {bad[0]!r}. 1-{MAX_LABEL} printable characters, as "
@@ -122,14 +122,6 @@ def _string_list(value: object) -> list[str] | None:
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return value
     return None
-
-
-def _is_region(value: str) -> bool:
-    """A region as vendors write it, kept as it is (activity/labels.py)."""
-    try:
-        return clean_label(value) == value
-    except BadLabel:
-        return False
 
 
 def _distinct(regions: list[str]) -> list[str]:
