@@ -35,7 +35,7 @@ from activity.reconciler import UpstreamTarget
 from activity.scheduler import AccountLimits, Claim, MemoryScheduler
 from activity.types import ExtractFilters, ExtractMode, ExtractRequest, Outcome, OutcomeReport
 from tests.harness.check_target import closed_port
-from tests.harness.faulty_pool import StoreFailsOnSecondWrite
+from tests.harness.faulty_pool import StoreFailsAfter
 from tests.harness.vendor_server import vendor_server
 from tests.harness.webshare_vendor import vendor, webshare
 
@@ -388,7 +388,7 @@ def test_a_fetch_the_store_stops_half_way_checks_what_it_wrote_and_says_so(pool_
         big = replace(plan(url, "http", None), format=PRESETS["webshare_list"].format(options),
                       target=UpstreamTarget("demo-http", 1_000, timedelta(seconds=5)))  # fmt: skip
         with pytest.raises(FetchInterrupted) as caught:
-            run(pool_of, big, pool=StoreFailsOnSecondWrite(pool_of[0]))
+            run(pool_of, big, pool=StoreFailsAfter(pool_of[0], writes=1))
     report = caught.value.report
     assert isinstance(caught.value.cause, StoreUnavailable)
     assert (report.reconcile.inserted, report.checks.states) == (500, {"available": 500})

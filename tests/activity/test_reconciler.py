@@ -15,7 +15,8 @@ from activity.errors import IdempotencyConflict, StoreUnavailable
 from activity.labels import BadLabel, LabelMap
 from activity.providers.entries import DropReason, ParsedResponse, ProxyEntry
 from activity.reconciler import Reconciler, ReconcileResult, UpstreamTarget, proxy_id_of
-from activity.types import FetchedBatch, ProxyState, UpsertResult
+from activity.types import ProxyState
+from tests.harness.faulty_pool import StoreFailsAfter
 
 TARGET = UpstreamTarget("u1", max_size=10, safety_margin=timedelta(seconds=5))
 
@@ -97,24 +98,8 @@ def test_another_response_under_a_used_operation_id_is_refused(harness):
     assert harness.pool.upstream_inventory("u1").managed == 3
 
 
-class _BreaksAfter:
-    """A pool whose upsert fails after ``chunks`` calls, as the store going away mid-fetch."""
-
-    def __init__(self, pool, chunks: int) -> None:
-        self.pool, self.left = pool, chunks
-
-    def inventory(self, upstream_id):
-        return self.pool.inventory(upstream_id)
-
-    def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult:
-        if self.left == 0:
-            raise StoreUnavailable("planted: the store went away here")
-        self.left -= 1
-        return self.pool.upsert_fetched(batch)
-
-
 def test_a_write_cut_off_mid_way_and_done_again_writes_each_chunk_once(harness):
-    broken = Reconciler(_BreaksAfter(harness.pool, 2), harness.credentials, chunk=3)
+    broken = Reconciler(StoreFailsAfter(harness.pool, 2), harness.credentials, chunk=3)
     intake = broken.prepare(harness.now, TARGET, ParsedResponse(entries(harness, 10)), keep=10,
                             operation_id="op1")  # fmt: skip
     with pytest.raises(StoreUnavailable):

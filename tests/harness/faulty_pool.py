@@ -1,4 +1,4 @@
-"""A pool whose store fails part-way through a fetch, for the fetch's fault tests."""
+"""A pool whose store goes away part-way through a fetch, for the fetch's fault tests."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from activity.ports import ActivityPool
 from activity.types import FetchedBatch, HealthResult, HealthUpdate, UpsertResult
 
 
-class StoreFailsOnSecondWrite:
-    """The pool, whose store fails at the fetch's second batch (a Redis that went away)."""
+class StoreFailsAfter:
+    """The pool, whose upsert answers ``writes`` calls and then fails every one (a Redis that
+    went away mid-fetch); its other calls go through."""
 
-    def __init__(self, pool: ActivityPool) -> None:
-        self.pool, self.writes = pool, 0
+    def __init__(self, pool: ActivityPool, writes: int) -> None:
+        self.pool, self.left = pool, writes
 
     def inventory(self, upstream_id: str) -> int:
         return self.pool.inventory(upstream_id)
@@ -20,7 +21,7 @@ class StoreFailsOnSecondWrite:
         return self.pool.apply_health(updates)
 
     def upsert_fetched(self, batch: FetchedBatch) -> UpsertResult:
-        self.writes += 1
-        if self.writes == 2:
-            raise StoreUnavailable("planted: the store went away")
+        if self.left == 0:
+            raise StoreUnavailable("planted: the store went away here")
+        self.left -= 1
         return self.pool.upsert_fetched(batch)

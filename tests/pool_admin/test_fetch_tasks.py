@@ -255,10 +255,10 @@ def test_a_vendors_retry_after_is_honoured_up_to_its_bound(target, settings, bou
 
 def test_a_fetch_the_store_stops_half_way_says_what_the_pool_holds(target, monkeypatch, caplog):
     from pool_admin.config.models import Alert
-    from tests.harness.faulty_pool import StoreFailsOnSecondWrite
+    from tests.harness.faulty_pool import StoreFailsAfter
 
     real = get_pool()
-    failing = StoreFailsOnSecondWrite(real)
+    failing = StoreFailsAfter(real, writes=1)
     monkeypatch.setattr(fetch_tasks, "get_pool", lambda: failing)
     many = webshare(*[(20_000 + n, f"u{n}", "pw") for n in range(600)])
     with vendor(many) as url:
