@@ -303,10 +303,9 @@ def _record_alerts(upstream: Upstream, report: FetchReport) -> None:
         alerts.record(upstream, Alert.Kind.CHECKS_FAILING, failed=2 * bad > checks.checked,
                       detail=share)  # fmt: skip
     if upstream.low_water_mark:
-        try:
-            left = get_pool().inventory(upstream.name)
-        except ActivityError:
-            return
+        # What the fetch read (max_size less its deficit: it asked, so it was under max_size)
+        # and what it added: no second read of the inventory per fetch.
+        left = upstream.max_size - r.deficit + r.inserted
         mark = upstream.low_water_mark
         detail = f"{left} unextracted, low-water mark {mark}"
         alerts.record(upstream, Alert.Kind.LOW_INVENTORY, failed=left < mark, detail=detail)

@@ -153,3 +153,18 @@ def test_a_fetch_the_pool_takes_from_closes_the_nothing_taken_alert(filling_pool
         fetch_now("acme", "acme-up")
     alert = Alert.objects.get(kind=Alert.Kind.NOTHING_TAKEN)
     assert alert.opened_at is not None and alert.closed_at is not None
+
+
+def test_inventory_under_the_low_water_mark_after_each_fetch_opens_an_alert(filling_pool):
+    """The unextracted figure is what the fetch read and added: 2 proxies, a mark of 5."""
+    account = ProviderAccount.objects.create(name="acme")
+    with vendor(webshare((20_001, "a", "b"), (20_002, "c", "d"))) as url:
+        Upstream.objects.create(
+            name="acme-up", account=account, kind="preset", preset="webshare_list",
+            endpoint_url=url, allow_local_hosts=True, trust_provider=True, max_size=10,
+            low_water_mark=5,
+        )  # fmt: skip
+        for _ in range(alerts.THRESHOLDS[Alert.Kind.LOW_INVENTORY]):
+            fetch_now("acme", "acme-up")
+    alert = Alert.objects.get(kind=Alert.Kind.LOW_INVENTORY)
+    assert alert.opened_at is not None and alert.detail == "2 unextracted, low-water mark 5"
