@@ -8,7 +8,7 @@ environment variables and defaults), this adds, for ``--seconds``:
 * one upstream per preset (eight), each fetched from a local vendor answering in that preset's
   shape with five loopback proxies (trusted: no check, so nothing but the fetch path counts);
 * four hostile upstreams of one account (fetch concurrency 4), their vendor trickling its body
-  a byte every half second (two) or never answering (two), fetched every 5 s;
+  a byte every 0.1 s for 100 s (two) or never answering (two), fetched every 5 s;
 
 and reads, every half second, each demo upstream's available slots and its scheduler status
 (every finished fetch moves its next due time). It prints the demo's lowest availability and
@@ -26,11 +26,9 @@ import itertools
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -46,6 +44,8 @@ django.setup()
 from pool_admin import fetch_tasks  # noqa: E402
 from pool_admin.config.models import ProviderAccount, Upstream, UsageTotal  # noqa: E402
 from pool_admin.pool import get_pool  # noqa: E402
+from tests.harness.vendor_server import vendor_server  # noqa: E402
+from tests.harness.webshare_vendor import vendor  # noqa: E402
 
 PROXIES = 5
 PRESET_ACCOUNT, HOSTILE_ACCOUNT = "probe-presets", "probe-hostile"
@@ -88,59 +88,27 @@ def _answers(now: datetime) -> dict[str, Callable[[int], bytes]]:
 
 
 @contextlib.contextmanager
-def vendors() -> Iterator[str]:
-    """The local vendors' base URL: /preset/<name>, /trickle, /hang."""
-    stopping = threading.Event()
+def vendors() -> Iterator[tuple[dict[str, str], str]]:
+    """Each preset's vendor URL (tests/harness/webshare_vendor.py, answering that preset's
+    shape), and the base URL of the hostile one (tests/harness/vendor_server.py: /trickle, a
+    byte every 0.1 s of 1,000; /hang, no answer)."""
     answers = _answers(datetime.now(UTC))
-    first_port = {name: 31_000 + 100 * i for i, name in enumerate(sorted(answers))}
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: object) -> None:
-            return
-
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            with contextlib.suppress(OSError):
-                if path.startswith("/preset/"):
-                    name = path.rsplit("/", 1)[1]
-                    body = answers[name](first_port[name])
-                    self.send_response(200)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                elif path == "/trickle":
-                    self.send_response(200)
-                    self.send_header("Content-Length", "1000")
-                    self.end_headers()
-                    for _ in range(1000):
-                        if stopping.wait(0.5):
-                            return
-                        self.wfile.write(b"x")
-                        self.wfile.flush()
-                elif path == "/hang":
-                    stopping.wait(600)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        stopping.set()
-        server.shutdown()
-        server.server_close()
+    with contextlib.ExitStack() as stack:
+        urls = {
+            name: stack.enter_context(vendor(answer(31_000 + 100 * i)))
+            for i, (name, answer) in enumerate(sorted(answers.items()))
+        }
+        yield urls, stack.enter_context(vendor_server())
 
 
-def configure(base: str) -> None:
+def configure(urls: dict[str, str], base: str) -> None:
     presets = ProviderAccount.objects.create(
         name=PRESET_ACCOUNT, fetch_concurrency=8, proxies_per_minute=10_000
     )
-    for name in sorted(_answers(datetime.now(UTC))):
+    for name in sorted(urls):
         Upstream.objects.create(
             name=f"probe-{name.replace('_', '-')}", account=presets, kind="preset",
-            preset=name, endpoint_url=f"{base}/preset/{name}", allow_local_hosts=True,
+            preset=name, endpoint_url=urls[name], allow_local_hosts=True,
             trust_provider=True, max_size=20, fetch_interval_s=10,
         )  # fmt: skip
     hostile = ProviderAccount.objects.create(name=HOSTILE_ACCOUNT, fetch_concurrency=4)
@@ -178,8 +146,8 @@ def main() -> int:
     lowest = {name: 1 << 30 for name in demo}
     finished: dict[str, list[float]] = {name: [] for name in demo}
     last_due: dict[str, datetime | None] = {name: None for name in demo}
-    with vendors() as base:
-        configure(base)
+    with vendors() as (urls, base):
+        configure(urls, base)
         print(f"8 preset upstreams and 4 hostile ones added; watching for {args.seconds:g} s")
         started = time.monotonic()
         try:
