@@ -91,6 +91,13 @@ class CheckTally:
                     self.timed += 1
 
 
+def unusable(item: CheckItem, now: datetime) -> HealthUpdate:
+    """The update of a proxy that cannot be probed as stored: UNHEALTHY, no probe."""
+    expected = item.state if item.guarded else None
+    return HealthUpdate(item.proxy_id, ProxyState.UNHEALTHY, now, None, "check_unusable",
+                        expected=expected)  # fmt: skip
+
+
 def check_in_rounds(
     items: Sequence[CheckItem],
     *,
@@ -105,13 +112,7 @@ def check_in_rounds(
     """Check ``items`` in rounds of ``concurrency`` and apply each round as it ends, counting
     into ``tally`` (returned)."""
     now = clock.now()
-    unusable = [
-        HealthUpdate(item.proxy_id, ProxyState.UNHEALTHY, now, None, "check_unusable",
-                     expected=item.state if item.guarded else None)
-        for item in items
-        if item.endpoint is None
-    ]  # fmt: skip
-    tally.applied(pool, unusable)
+    tally.applied(pool, [unusable(item, now) for item in items if item.endpoint is None])
     probed = [item for item in items if item.endpoint is not None]
     for start in range(0, len(probed), concurrency):
         if before_round is not None:

@@ -42,7 +42,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 from urllib.parse import parse_qsl, urlsplit
 
-from activity.check_rounds import CheckItem, CheckTally, check_in_rounds
+from activity.check_rounds import CheckItem, CheckTally, check_in_rounds, unusable
 from activity.checker import CheckTarget, ProxyEndpoint
 from activity.clock import Clock
 from activity.credentials import (
@@ -296,8 +296,7 @@ class FetchJob:
             # (passive health), and trusting the provider does not override what clients saw.
             now = self.clock.now()
             tally.applied(self.pool, [
-                HealthUpdate(item.proxy_id, ProxyState.UNHEALTHY, now, None, "check_unusable")
-                if item.endpoint is None else
+                unusable(item, now) if item.endpoint is None else
                 HealthUpdate(item.proxy_id, ProxyState.AVAILABLE, now,
                              expected=ProxyState.FETCHED)
                 for item in items
