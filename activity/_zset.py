@@ -59,6 +59,11 @@ class ZSet:
         start = self._first_above(threshold)
         return [member for _, member in self._order.islice(start, start + limit)]
 
+    def above_scored(self, threshold: int, limit: int) -> list[tuple[int, str]]:
+        """ZRANGEBYSCORE key (threshold +inf WITHSCORES LIMIT 0 limit, as (score, member)"""
+        start = self._first_above(threshold)
+        return list(self._order.islice(start, start + limit))
+
     def at_most(self, threshold: int, limit: int) -> list[str]:
         """ZRANGEBYSCORE key -inf threshold LIMIT 0 limit"""
         end = min(self._first_above(threshold), limit)

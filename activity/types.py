@@ -317,12 +317,21 @@ class DueChecks:
     complete: bool
 
 
+#: Most values one filter dimension may name: an extract reads one index per value.
+MAX_FILTER_VALUES = 64
+
+
 @dataclass(frozen=True, slots=True)
 class ExtractFilters:
-    protocol: str | None = None
-    region: str | None = None
-    carrier: str | None = None
-    upstream: str | None = None
+    """Which proxies an extract may draw, per dimension: None (any), one value, or a set of
+    values (any one of them: a client allowed several upstreams that names none draws from all
+    of them). The dimensions combine with AND. Regions and carriers match in their label form
+    (``us`` finds ``US``). A set holds 1-:data:`MAX_FILTER_VALUES` values."""
+
+    protocol: str | frozenset[str] | None = None
+    region: str | frozenset[str] | None = None
+    carrier: str | frozenset[str] | None = None
+    upstream: str | frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,8 +412,14 @@ class ExtractResult:
 
 @dataclass(frozen=True, slots=True)
 class UpstreamInventory:
+    #: Records the pool still manages (fetched, checking, available, suspect, draining).
     managed: int
+    #: Free connection slots of its AVAILABLE proxies (unassigned, or assigned with a fresh
+    #: runtime report).
     available_slots: int
+    #: AVAILABLE proxies no one holds, unexpired: what an extract could draw now (before a
+    #: client's gateway reserve and its other filters).
+    extractable: int = 0
 
 
 @dataclass(frozen=True, slots=True)

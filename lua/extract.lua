@@ -1,7 +1,8 @@
 -- extract.lua: ADR-005 "独占提取", the seven steps in one atomic operation.
 -- KEYS[1]  <prefix>:{activity}:meta
 -- ARGV[1]  now (caller clock, ms)   ARGV[2] client ID   ARGV[3] count   ARGV[4] mode
--- ARGV[5]  JSON array of [dimension, value] filters, in index order
+-- ARGV[5]  JSON array of [dimension, [value, ...]] filters, in index order, values sorted
+--          (any one of a dimension's values matches)
 -- ARGV[6]  max health age ms (-1: any)   ARGV[7] min remaining ms   ARGV[8] reserve
 -- ARGV[9]  scan_budget   ARGV[10] clean_budget
 -- ARGV[11] replay key suffix ("idem:<digest>", "op:<digest>", or "" when the caller gave
@@ -77,47 +78,80 @@ end
 
 clean_expired(now, clean_budget)
 
--- 2. drive from the smallest index; ties go to the most specific (filters come first)
-local names = {{'available', ''}}
-for _, f in ipairs(filters) do names[#names + 1] = f end
-local driving, smallest = nil, nil
-for i = #names, 1, -1 do
-  local key = index_key(names[i][1], names[i][2])
-  local size = zread('ZCARD', key)
-  if smallest == nil or size < smallest then driving, smallest = key, size end
+-- 2. the candidates of a dimension: the union of its values' indexes (disjoint: a proxy has one
+-- value per dimension); drive from the smallest, ties to the most specific (filters come first)
+-- (a source: {keys, their sizes, the sum})
+local available = zread('ZCARD', AVAIL)
+local sources = {{{AVAIL}, {available}, available}}
+for _, f in ipairs(filters) do
+  local keys, sizes, sum = {}, {}, 0
+  for i, value in ipairs(f[2]) do
+    keys[i] = index_key(f[1], value)
+    sizes[i] = zread('ZCARD', keys[i])
+    sum = sum + sizes[i]
+  end
+  sources[#sources + 1] = {keys, sizes, sum}
+end
+local driving = sources[#sources]
+for i = #sources - 1, 1, -1 do
+  if sources[i][3] < driving[3] then driving = sources[i] end
 end
 
 -- 3. bounded re-check of every candidate
 local threshold = now + min_remaining
 local need = count + reserve
 local wanted = {}
-for _, f in ipairs(filters) do wanted[f[1]] = f[2] end
+for _, f in ipairs(filters) do
+  local set = {}
+  for _, value in ipairs(f[2]) do set[value] = true end
+  wanted[f[1]] = set
+end
 local matches = {}
--- Read the driving index in pages by rank (O(log N + page) each), never more than the budget:
--- a request that is satisfied early costs what it used, not the whole budget.
-local first = zread('ZCOUNT', driving, '-inf', threshold)
-local above = smallest - first
-local scanned, page = 0, math.max(need * 2, 8)
-while scanned < budget and scanned < above and #matches < need do
-  local n = math.min(page, budget - scanned)
-  for _, pid in ipairs(zread('ZRANGE', driving, first + scanned, first + scanned + n - 1)) do
-    scanned = scanned + 1
-    local rec = get_rec(pid)
-    local fine = rec.s == 'available' and not hexists(OWN, pid)
-      and rec.e > now and rec.uu > threshold
-    if fine and max_age >= 0 then fine = rec.ck ~= nil and now - rec.ck <= max_age end
-    if fine then
-      local actual = {upstream = rec.u, region = rec.r, carrier = rec.c, protocol = rec.pr}
-      for dim, value in pairs(wanted) do
-        if actual[dim] ~= value then fine = false end
-      end
-    end
-    if fine then
-      matches[#matches + 1] = {pid, rec}
-      if #matches == need then break end
+-- Read each driving index in pages by rank (O(log N + page) each) and merge them: soonest
+-- usable-until first, equal scores to the earlier value's index (the memory model's stable
+-- heapq.merge). Never more than the budget is examined: a request satisfied early costs what it
+-- used. Each index reads at most twice what was taken from it plus its first page.
+local heads, above = {}, 0
+local first_page = math.max(need * 2, 8)
+for i, key in ipairs(driving[1]) do
+  local first = zread('ZCOUNT', key, '-inf', threshold)
+  local n = driving[2][i] - first
+  heads[i] = {key = key, next = first, stop = first + n, page = first_page, buf = {}, at = 1}
+  above = above + n
+end
+local scanned = 0
+-- The head's current (member, score), reading its next page when the buffer is spent.
+local function peek(h)
+  if h.at > #h.buf then
+    local n = math.min(h.page, h.stop - h.next, budget - scanned)
+    if n <= 0 then return nil end
+    h.buf, h.at = zread('ZRANGE', h.key, h.next, h.next + n - 1, 'WITHSCORES'), 1
+    h.next, h.page = h.next + n, h.page * 2
+  end
+  return h.buf[h.at], tonum(h.buf[h.at + 1])
+end
+while scanned < budget and #matches < need do
+  local best, best_pid, best_score = nil, nil, nil
+  for _, h in ipairs(heads) do
+    local pid, score = peek(h)
+    if pid and (best_score == nil or score < best_score) then
+      best, best_pid, best_score = h, pid, score
     end
   end
-  page = page * 2
+  if not best then break end
+  best.at = best.at + 2
+  scanned = scanned + 1
+  local rec = get_rec(best_pid)
+  local fine = rec.s == 'available' and not hexists(OWN, best_pid)
+    and rec.e > now and rec.uu > threshold
+  if fine and max_age >= 0 then fine = rec.ck ~= nil and now - rec.ck <= max_age end
+  if fine then
+    local actual = {upstream = rec.u, region = rec.r, carrier = rec.c, protocol = rec.pr}
+    for dim, set in pairs(wanted) do
+      if not set[actual[dim]] then fine = false end
+    end
+  end
+  if fine then matches[#matches + 1] = {best_pid, rec} end
 end
 if #matches < need and above > budget then
   return done(fail('scan_budget_exhausted'))

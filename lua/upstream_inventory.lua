@@ -2,14 +2,16 @@
 -- upstream, scanning only its own unassigned and assigned AVAILABLE indexes; fails closed.
 -- KEYS[1] <prefix>:{activity}:meta
 -- ARGV[1] now (caller clock, ms)  ARGV[2] upstream ID  ARGV[3] scan_budget
--- Returns: {"ok": {managed, available_slots}}
+-- Returns: {"ok": {managed, available_slots, extractable}} (extractable: its AVAILABLE, unowned,
+--          unexpired proxies, what an extract could draw now)
 -- Errors: scan_budget_exhausted, layout_mismatch
 assert(#KEYS == 1 and #ARGV == 3, 'upstream_inventory: arity')
 local now, u, budget = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
 local _, more = clean_expired(now, budget, expiry_key(u))
 if more then return fail('scan_budget_exhausted') end
 local unassigned, assigned = named_key('upstream', u), owned_key(u)
-if count_above(unassigned, now) + count_above(assigned, now) > budget then
+local extractable = count_above(unassigned, now)
+if extractable + count_above(assigned, now) > budget then
   return fail('scan_budget_exhausted')
 end
 local slots = 0
@@ -34,4 +36,4 @@ for _, pid in ipairs(range_above(assigned, now, budget)) do
   end
 end
 return ok({managed = counter(MANAGED_COUNT, u),
-           available_slots = slots})
+           available_slots = slots, extractable = extractable})

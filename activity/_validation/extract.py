@@ -10,6 +10,7 @@ from activity._time import span_ms
 from activity._validation.common import filter_key, text
 from activity.errors import InvalidRequest
 from activity.types import (
+    MAX_FILTER_VALUES,
     PROTOCOLS,
     QUOTA_MAX_UNITS,
     CallQuota,
@@ -25,7 +26,8 @@ class PreparedExtract:
     client_id: str
     count: int
     mode: ExtractMode
-    filters: tuple[tuple[str, str], ...]  # (dimension, value), in index order
+    #: (dimension, its values sorted: any one of them matches), in index order.
+    filters: tuple[tuple[str, tuple[str, ...]], ...]
     max_health_age_ms: int | None
     min_remaining_ms: int
     reserve: int
@@ -81,6 +83,29 @@ def prepare_charge(
 FILTER_DIMENSIONS = ("upstream", "region", "carrier", "protocol")
 
 
+def _filter_values(dim: str, given: object) -> tuple[str, ...] | None:
+    """One dimension of ExtractFilters in its matching form, sorted and without repeats (``US``
+    and ``us`` are one region); None when it names nothing."""
+    if given is None:
+        return None
+    what = f"filters.{dim}"
+    if isinstance(given, frozenset):
+        if not 1 <= len(given) <= MAX_FILTER_VALUES:
+            raise InvalidRequest(f"{what} must name 1-{MAX_FILTER_VALUES} values")
+        given_values: tuple[object, ...] = tuple(given)
+    else:
+        given_values = (given,)
+    values: set[str] = set()
+    for value in given_values:
+        if dim in ("region", "carrier"):  # vendors' words, matched in one form
+            values.add(filter_key(value, what))
+        else:
+            values.add(token(value, what))
+    if dim == "protocol" and not values <= PROTOCOLS:
+        raise InvalidRequest(f"{what} must be one of {sorted(PROTOCOLS)}")
+    return tuple(sorted(values))
+
+
 def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
     if not isinstance(request, ExtractRequest):
         raise InvalidRequest("extract takes an ExtractRequest")
@@ -90,17 +115,11 @@ def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
         raise InvalidRequest(f"mode must be one of {[m.value for m in ExtractMode]}")
     if not isinstance(request.filters, ExtractFilters):
         raise InvalidRequest("filters must be ExtractFilters")
-    filters = []
-    for dim in FILTER_DIMENSIONS:
-        value = getattr(request.filters, dim)
-        if value is None:
-            continue
-        if dim in ("region", "carrier"):  # vendors' words, matched in one form
-            filters.append((dim, filter_key(value, f"filters.{dim}")))
-        else:
-            filters.append((dim, token(value, f"filters.{dim}")))
-    if request.filters.protocol is not None and request.filters.protocol not in PROTOCOLS:
-        raise InvalidRequest(f"filters.protocol must be one of {sorted(PROTOCOLS)}")
+    filters = tuple(
+        (dim, values)
+        for dim in FILTER_DIMENSIONS
+        if (values := _filter_values(dim, getattr(request.filters, dim))) is not None
+    )
     health_age = None
     if request.max_health_age is not None:
         health_age = duration_ms(request.max_health_age, "max_health_age", minimum=1)
@@ -115,8 +134,11 @@ def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
     )
     if n + reserve > options.scan_budget:
         raise InvalidRequest("count + reserve_for_gateway exceeds the scan budget")
+    # A one-value filter is digested as its value alone: the digest of a request that names
+    # one value is the same as before sets existed, so a retry across an upgrade still replays.
+    digested = [(dim, values[0] if len(values) == 1 else list(values)) for dim, values in filters]
     body = json.dumps(
-        [n, request.mode.value, filters, health_age, remaining, reserve], separators=(",", ":")
+        [n, request.mode.value, digested, health_age, remaining, reserve], separators=(",", ":")
     )
     request_digest = digest("extract", body)
     kind: str | None = None
@@ -144,7 +166,7 @@ def prepare_extract(request: object, options: PoolOptions) -> PreparedExtract:
         client_id=client_id,
         count=n,
         mode=request.mode,
-        filters=tuple(filters),
+        filters=filters,
         max_health_age_ms=health_age,
         min_remaining_ms=remaining,
         reserve=reserve,

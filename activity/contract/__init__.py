@@ -24,6 +24,7 @@ from activity.contract.boundaries import (
 from activity.contract.concurrency import TestConcurrency
 from activity.contract.deadlines import TestDeadlines
 from activity.contract.extract import TestExtract, TestExtractInput
+from activity.contract.extract_union import TestExtractAnyOf, TestExtractAnyOfInput
 from activity.contract.generation import TestGeneration
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
@@ -47,6 +48,8 @@ __all__ = [
     "TestConcurrency",
     "TestDeadlines",
     "TestExtract",
+    "TestExtractAnyOf",
+    "TestExtractAnyOfInput",
     "TestExtractBoundaries",
     "TestExtractInput",
     "TestGeneration",

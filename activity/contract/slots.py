@@ -34,6 +34,25 @@ class TestSlots:
         assert h.pool.upstream_inventory("u1").managed == 4
         assert h.pool.upstream_inventory("u2").managed == 1
 
+    def test_extractable_counts_what_an_extract_could_draw_now(self, make_pool: PoolFactory):
+        """Inventory: AVAILABLE, unowned, unexpired proxies of the upstream, and no other state
+        (the pool's ``inventory`` counts every unextracted record, UNHEALTHY ones too)."""
+        h = make_pool()
+        h.stock("a1", "a2", "a3", "owned", "taken")
+        h.stock("short", ttl=20 * SEC)
+        h.upsert([h.proxy(p) for p in ["fetched", "unhealthy", "suspect"]])
+        h.mark(["unhealthy"], ProxyState.UNHEALTHY)
+        h.mark(["suspect"], ProxyState.SUSPECT)
+        h.stock("elsewhere", upstream="u2")
+        h.pool.assign(h.now, "owned", "w1", MIN)
+        assert ids(h.take(1, min_remaining=MIN)) == ["a1"]
+        assert h.pool.upstream_inventory("u1").extractable == 4  # a2, a3, taken, short
+        h.advance(30 * SEC)
+        inv = h.pool.upstream_inventory("u1")
+        assert inv.extractable == 3  # short has expired
+        assert h.pool.inventory("u1") > inv.extractable
+        assert h.pool.upstream_inventory("u2").extractable == 1
+
     def test_unassigned_available_proxies_offer_their_maximum(self, make_pool: PoolFactory):
         """Slots: an unassigned AVAILABLE proxy contributes max."""
         h = make_pool()

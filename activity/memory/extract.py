@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import heapq
+from itertools import islice
+from operator import itemgetter
+
 from activity import _quota
 from activity._time import from_ms
 from activity._validation.extract import (
@@ -11,6 +15,7 @@ from activity._validation.extract import (
     prepare_charge,
     prepare_extract,
 )
+from activity._zset import ZSet
 from activity.deadline import check_deadline
 from activity.errors import (
     IdempotencyConflict,
@@ -81,22 +86,30 @@ class Extracts:
 
     def _select(self, req: PreparedExtract, now: int) -> list[Record]:
         s = self._s
-        names = [("available", ""), *req.filters]
-        # Drive from the smallest index; ties go to the most specific (filters come first).
-        driving = min(reversed(names), key=lambda name: len(s.index(name)))
+        # The candidates of a dimension: the union of its values' indexes (disjoint: a proxy has
+        # one value per dimension). Drive from the smallest; ties go to the most specific
+        # (filters come first).
+        sources: list[list[ZSet]] = [[s.index(("available", ""))]]
+        sources += [[s.index((dim, value)) for value in values] for dim, values in req.filters]
+        driving = min(reversed(sources), key=lambda indexes: sum(map(len, indexes)))
         threshold = now + req.min_remaining_ms
         budget = s.options.scan_budget
         need = req.count + req.reserve
-        wanted = dict(req.filters)
+        wanted = {dim: frozenset(values) for dim, values in req.filters}
         matches: list[Record] = []
-        index = s.index(driving)
-        for pid in index.above(threshold, budget):
+        # Soonest usable-until first across the union; equal scores: the earlier value's index
+        # first (heapq.merge is stable), as the Lua merge breaks ties (lua/extract.lua).
+        merged = heapq.merge(
+            *(index.above_scored(threshold, budget) for index in driving), key=itemgetter(0)
+        )
+        for _, pid in islice(merged, budget):
             rec = s.records[pid]
             if self._matches(rec, wanted, req, now, threshold):
                 matches.append(rec)
                 if len(matches) == need:
                     break
-        if len(matches) < need and index.count_above(threshold) > budget:
+        above = sum(index.count_above(threshold) for index in driving)
+        if len(matches) < need and above > budget:
             raise ScanBudgetExhausted("extract scan budget exhausted; retry shortly")
         take = min(req.count, max(0, len(matches) - req.reserve))
         if req.mode is ExtractMode.ALL_OR_NOTHING and take < req.count:
@@ -106,7 +119,12 @@ class Extracts:
         return matches[:take]
 
     def _matches(
-        self, rec: Record, wanted: dict[str, str], req: PreparedExtract, now: int, threshold: int
+        self,
+        rec: Record,
+        wanted: dict[str, frozenset[str]],
+        req: PreparedExtract,
+        now: int,
+        threshold: int,
     ) -> bool:
         if (
             rec.state is not ProxyState.AVAILABLE
@@ -119,10 +137,15 @@ class Extracts:
             rec.checked_ms is None or now - rec.checked_ms > req.max_health_age_ms
         ):
             return False
-        actual = {"upstream": rec.upstream_id, "protocol": rec.protocol,
-                  "region": None if rec.region is None else label_key(rec.region),
-                  "carrier": None if rec.carrier is None else label_key(rec.carrier)}  # fmt: skip
-        return all(actual[dim] == value for dim, value in wanted.items())
+        region = None if rec.region is None else label_key(rec.region)
+        carrier = None if rec.carrier is None else label_key(rec.carrier)
+        actual = {
+            "upstream": rec.upstream_id,
+            "protocol": rec.protocol,
+            "region": region,
+            "carrier": carrier,
+        }
+        return all(actual[dim] in values for dim, values in wanted.items())
 
     # ------------------------------------------------------------------ CallCounter
     def charge_call(self, client_id: str, quota: CallQuota) -> None:

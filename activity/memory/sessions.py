@@ -244,7 +244,9 @@ class WorkerSessions:
             slots = sum(s.records[pid].max_concurrency for pid in unassigned.above(now, budget))
             for pid in assigned.above(now, budget):
                 slots += self._assigned_slots(pid, now)
-            return UpstreamInventory(s.managed.get(upstream_id, 0), slots)
+            return UpstreamInventory(
+                s.managed.get(upstream_id, 0), slots, extractable=unassigned.count_above(now)
+            )
 
     def _assigned_slots(self, proxy_id: str, now: int) -> int:
         s = self._s

@@ -207,7 +207,7 @@ class RedisPool:
             req.client_id,
             req.count,
             req.mode.value,
-            [list(f) for f in req.filters],
+            [[dim, list(values)] for dim, values in req.filters],
             -1 if req.max_health_age_ms is None else req.max_health_age_ms,
             req.min_remaining_ms,
             req.reserve,
@@ -337,7 +337,11 @@ class RedisPool:
         reply = self._scripts.call(
             "upstream_inventory", self._now(), upstream_id, self.options.scan_budget
         )
-        return UpstreamInventory(int(reply["managed"]), int(reply["available_slots"]))
+        return UpstreamInventory(
+            int(reply["managed"]),
+            int(reply["available_slots"]),
+            extractable=int(reply["extractable"]),
+        )
 
     # ------------------------------------------------------------------ Maintenance
     def sweep(self, limit: int) -> SweepResult:

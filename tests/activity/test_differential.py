@@ -137,8 +137,10 @@ class Differential(RuleBasedStateMachine):
     @rule(
         count=st.integers(1, 4),
         mode=st.sampled_from(list(ExtractMode)),
-        region=st.sampled_from([None, "us", "de"]),
-        upstream=st.sampled_from([None, *UPSTREAMS]),
+        # A set is "any of these" (a client allowed several that names none): the union of
+        # indexes, merged in usable_until order.
+        region=st.sampled_from([None, "us", "de", frozenset({"us", "DE"})]),
+        upstream=st.sampled_from([None, *UPSTREAMS, frozenset(UPSTREAMS)]),
         key=st.sampled_from([None, None, None, "k1", "k2"]),  # a reused key mostly conflicts
         reserve=st.integers(0, 2),
         max_age=st.sampled_from([None, 5, 60]),

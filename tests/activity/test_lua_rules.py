@@ -230,7 +230,7 @@ def test_what_the_rule_allows_is_not_caught(code):
 def test_a_violation_planted_in_an_operation_is_caught():
     """The real extract.lua with one ZCARD sent past the buffer (its step 2 uses zread)."""
     source = (LUA_DIR / "extract.lua").read_text()
-    planted = source.replace("zread('ZCARD', key)", "redis.call('zcard', key)")
+    planted = source.replace("zread('ZCARD', AVAIL)", "redis.call('zcard', AVAIL)")
     assert planted != source
     assert direct_accesses(source, "extract.lua") == []
     found = direct_accesses(planted, "extract.lua")
