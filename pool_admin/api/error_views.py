@@ -8,6 +8,7 @@ pages instead of these, as for any view.
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve
 from django.views import defaults
 
 from pool_admin.api.problems import PROBLEM_JSON, ProblemAnswer, problem_for, render_problem
@@ -36,8 +37,25 @@ def permission_denied(request: HttpRequest, exception: Exception) -> HttpRespons
     return defaults.permission_denied(request, exception)
 
 
+def _slash_twin(path_info: str) -> str | None:
+    """The API path a missed request most likely meant: the same with its trailing slash
+    dropped (the API's paths have none), or added (its schema and docs have one)."""
+    twin = path_info[:-1] if path_info.endswith("/") else path_info + "/"
+    try:
+        resolve(twin)
+    except Resolver404:
+        return None
+    return twin
+
+
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path_info.startswith(API_PATHS):
+        twin = _slash_twin(request.path_info)
+        if twin is not None:
+            path = request.path[: len(request.path) - len(request.path_info)] + twin
+            return _problem(
+                request, ProblemAnswer(404, "not_found", f"Not found; did you mean {path}?")
+            )
         return _problem(request, problem_for(exception))
     return defaults.page_not_found(request, exception)
 

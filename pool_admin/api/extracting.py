@@ -2,9 +2,10 @@
 
 ``perform_extract`` applies, in order: the ``Idempotency-Key``'s and the body's validation (400,
 the API's serializer rules), its largest count (403), its allowed upstreams, regions and
-protocols (403), then ``RedisPool.extract`` with the client's gateway reserve, idempotency TTL
-and limits (ratelimit.py: the pool checks and charges them in the same atomic step, 429), and
-emits one usage event, also for a call refused with a 400, 403 or 429. Errors are raised; the
+protocols (403 for a value named outside them; naming none draws from any allowed one), then
+``RedisPool.extract`` with the client's gateway reserve, idempotency TTL and limits
+(ratelimit.py: the pool checks and charges them in the same atomic step, 429), and emits one
+usage event, also for a call refused with a 400, 403 or 429. Errors are raised; the
 API's exception handler (problems.py) and the command each turn them into their own output.
 
 A call refused before the pool is asked still takes its request unit
@@ -126,29 +127,34 @@ def _restrict(
     given: str | None,
     allowed: frozenset[str],
     key: Callable[[str], str] = str,
-) -> str | None:
-    """The filter value to use for one dimension under the client's allowed set, compared in
-    ``key``'s form (a region's matching form: a client allowed ``US`` may ask for ``us``)."""
+) -> str | frozenset[str] | None:
+    """The filter of one dimension under the client's allowed set, compared in ``key``'s form
+    (a region's matching form: a client allowed ``US`` may ask for ``us``): the value given, or
+    with none given, any of the allowed ones (none allowed: any at all)."""
     if not allowed:
         return given
     if given is not None:
         if key(given) not in {key(value) for value in allowed}:
-            raise Forbidden(f"This client may not draw from {dimension} {given!r}.")
+            raise Forbidden(
+                f"This client may not draw from {dimension} {given!r}; it may draw from "
+                f"{', '.join(repr(v) for v in sorted(allowed))}."
+            )
         return given
     if len(allowed) == 1:
         return next(iter(allowed))
-    raise Forbidden(
-        f"This client may draw from several {dimension}s only with a filter: "
-        f"set filters.{dimension} to one of {sorted(allowed)}."
-    )
+    return allowed
 
 
-def vars_of(filters: ExtractFilters) -> dict[str, str | None]:
+def vars_of(filters: ExtractFilters) -> dict[str, str | list[str] | None]:
+    """The filters as JSON values (a set of allowed values as its sorted list)."""
     return {
-        "protocol": filters.protocol,
-        "region": filters.region,
-        "carrier": filters.carrier,
-        "upstream": filters.upstream,
+        dimension: sorted(value) if isinstance(value, frozenset) else value
+        for dimension, value in (
+            ("protocol", filters.protocol),
+            ("region", filters.region),
+            ("carrier", filters.carrier),
+            ("upstream", filters.upstream),
+        )
     }
 
 

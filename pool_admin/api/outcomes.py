@@ -38,7 +38,7 @@ from pool_admin.api.openapi import (
     UNSUPPORTED_MEDIA_TYPE,
     problems,
 )
-from pool_admin.api.serializers import StrictSerializer
+from pool_admin.api.serializers import StrictSerializer, choice_field
 from pool_admin.api.usage import emit_usage
 from pool_admin.metrics.stream import emit_event
 from pool_admin.pool import get_pool
@@ -47,7 +47,7 @@ logger = logging.getLogger(__name__)
 
 
 class OutcomeRequestSerializer(StrictSerializer):
-    outcome = serializers.ChoiceField(choices=[o.value for o in Outcome])
+    outcome = choice_field([o.value for o in Outcome])
     target_host = serializers.CharField(
         required=False,
         allow_null=True,

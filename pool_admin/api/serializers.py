@@ -75,16 +75,48 @@ class VendorLabelField(serializers.CharField):
             raise serializers.ValidationError(f"Not a label: {exc}.") from None
 
 
+def choice_field(choices: list[str], **kwargs: Any) -> serializers.ChoiceField:
+    """A ChoiceField whose error names the valid choices (DRF's says only that the input is not
+    one of them)."""
+    listed = ", ".join(f'"{c}"' for c in choices)
+    return serializers.ChoiceField(
+        choices=choices,
+        error_messages={
+            "invalid_choice": f'"{{input}}" is not a valid choice; use one of {listed}.'
+        },
+        **kwargs,
+    )
+
+
 class ExtractFiltersSerializer(StrictSerializer):
-    protocol = serializers.ChoiceField(choices=sorted(PROTOCOLS), required=False, allow_null=True)
-    region = VendorLabelField("Region label, e.g. 'us' (any case), or as the vendor wrote it.")
-    carrier = VendorLabelField("Carrier label (any case).")
-    upstream = _label("Upstream name.")
+    protocol = choice_field(
+        sorted(PROTOCOLS),
+        required=False,
+        allow_null=True,
+        help_text="Omitted: any protocol the client is allowed.",
+    )
+    region = VendorLabelField(
+        "Region label, e.g. 'us' (any case), or as the vendor wrote it. Omitted: any region "
+        "the client is allowed."
+    )
+    carrier = VendorLabelField("Carrier label (any case). Omitted: any carrier.")
+    upstream = _label("Upstream name. Omitted: any upstream the client is allowed.")
+
+
+#: What an extract body may leave out: ``{}`` asks for one proxy, partial.
+EXTRACT_DEFAULTS: dict[str, Any] = {"count": 1, "mode": ExtractMode.PARTIAL.value}
 
 
 class ExtractRequestSerializer(StrictSerializer):
-    count = serializers.IntegerField(min_value=1, max_value=MAX_COUNT)
-    mode = serializers.ChoiceField(choices=[m.value for m in ExtractMode])
+    count = serializers.IntegerField(
+        min_value=1, max_value=MAX_COUNT, default=EXTRACT_DEFAULTS["count"]
+    )
+    mode = choice_field(
+        [m.value for m in ExtractMode],
+        default=EXTRACT_DEFAULTS["mode"],
+        help_text="`partial` (the default) returns what there is, up to `count`; "
+        "`all_or_nothing` exactly `count` or none.",
+    )
     filters = ExtractFiltersSerializer(required=False)
     min_remaining_s = serializers.IntegerField(
         min_value=0,
@@ -133,15 +165,14 @@ def validate_extract_body(data: Any) -> dict[str, Any]:
     if (
         type(data) is dict
         and data.keys() <= _TOP_FIELDS
-        and _plain_int(data.get("count"), 1, MAX_COUNT)
-        and type(data.get("mode")) is str
-        and data["mode"] in _MODES
+        and ("count" not in data or _plain_int(data["count"], 1, MAX_COUNT))
+        and ("mode" not in data or (type(data["mode"]) is str and data["mode"] in _MODES))
         and ("filters" not in data or _plain_filters(data["filters"]))
         and (
             "min_remaining_s" not in data or _plain_int(data["min_remaining_s"], 0, MAX_REMAINING_S)
         )
     ):
-        return data
+        return EXTRACT_DEFAULTS | data
     body = ExtractRequestSerializer(data=data)
     body.is_valid(raise_exception=True)
     return dict(body.validated_data)
@@ -196,9 +227,26 @@ class UpstreamInventorySerializer(serializers.Serializer):  # type: ignore[type-
         help_text="False when the pool could not count within its scan budget (then the "
         "numbers are null); retry later."
     )
-    unextracted = serializers.IntegerField(allow_null=True)
-    managed = serializers.IntegerField(allow_null=True)
-    available_slots = serializers.IntegerField(allow_null=True)
+    extractable = serializers.IntegerField(
+        allow_null=True,
+        help_text="Proxies an extract could draw now: checked AVAILABLE, held by no one, "
+        "usable (before this client's gateway reserve).",
+    )
+    unextracted = serializers.IntegerField(
+        allow_null=True,
+        help_text="Records not yet extracted, in any health state (being checked, failing "
+        "their checks, held by a gateway worker): the fetch side's measure, not what can be "
+        "drawn.",
+    )
+    managed = serializers.IntegerField(
+        allow_null=True,
+        help_text="Records the pool still manages (fetched, checking, available, suspect, "
+        "draining).",
+    )
+    available_slots = serializers.IntegerField(
+        allow_null=True,
+        help_text="Free connection slots of its available proxies (gateway workers' capacity).",
+    )
 
 
 class InventoryResponseSerializer(serializers.Serializer):  # type: ignore[type-arg]

@@ -56,14 +56,16 @@ class ExtractView(ApiView):
         operation_id="extract",
         summary="Extract proxies for exclusive use",
         description=(
-            "Takes up to `count` matching proxies out of the pool; nobody else gets them. "
-            "`all_or_nothing` takes exactly `count` or none (409 `insufficient_inventory`). "
+            "Takes up to `count` (default 1) matching proxies out of the pool; nobody else "
+            "gets them, so `{}` is a whole request for one proxy. `partial` (the default) "
+            "returns what there is; `all_or_nothing` takes exactly `count` or none (409 "
+            "`insufficient_inventory`). "
             "A repeated `Idempotency-Key` with the same body replays the first answer "
             "(`replayed: true`); with another body it is a 409 `idempotency_conflict`. "
             "A count above the client's limit, or a filter outside what the client may draw "
-            "from, is a 403 `forbidden`; a client restricted to several upstreams, regions "
-            "or protocols must name one in the filters (with exactly one allowed, it is "
-            "applied). Each client has a requests-per-second limit (every call) and a "
+            "from, is a 403 `forbidden`; a filter left out draws from any value the client "
+            "is allowed (a client restricted to several upstreams that names none draws from "
+            "all of them). Each client has a requests-per-second limit (every call) and a "
             "proxies-per-minute limit (proxies returned; a call is refused unless `count` more "
             "fit): over either it is a 429 `rate_limited` with Retry-After."
         ),
@@ -135,9 +137,10 @@ class InventoryView(ApiView):
         operation_id="inventory",
         summary="Live inventory per upstream this client may draw from",
         description=(
-            "`unextracted`: proxies in the pool not yet extracted; `managed`: records the "
-            "pool still manages (fetched, checking, available, suspect, draining); "
-            "`available_slots`: free connection slots of its available proxies. "
+            "`extractable`: proxies an extract could draw now (checked available, held by "
+            "no one, usable); `unextracted`: records not yet extracted in any health state; "
+            "`managed`: records the pool still manages (fetched, checking, available, suspect, "
+            "draining); `available_slots`: free connection slots of its available proxies. "
             "An upstream the pool could not count within its scan budget is listed with "
             "`available: false` and null numbers. Only for clients an operator allowed to "
             "see it (API client: may see inventory); others get a 403 `forbidden`. Each call "
@@ -177,11 +180,18 @@ class InventoryView(ApiView):
                 slots = pool.upstream_inventory(name)
                 entry.update(
                     available=True,
+                    extractable=slots.extractable,
                     unextracted=pool.inventory(name),
                     managed=slots.managed,
                     available_slots=slots.available_slots,
                 )
             except ScanBudgetExhausted:
-                entry.update(available=False, unextracted=None, managed=None, available_slots=None)
+                entry.update(
+                    available=False,
+                    extractable=None,
+                    unextracted=None,
+                    managed=None,
+                    available_slots=None,
+                )
             out.append(entry)
         return Response({"upstreams": out})

@@ -43,7 +43,7 @@ class Command(OperatorCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("client", help="The API client to extract for.")
-        parser.add_argument("--count", required=True, help=f"How many (1-{MAX_COUNT}).")
+        parser.add_argument("--count", default="1", help=f"How many (1-{MAX_COUNT}; default 1).")
         # Choices are checked by the API's serializer (one-line error), not by argparse.
         modes = "|".join(m.value for m in ExtractMode)
         parser.add_argument("--mode", default=ExtractMode.PARTIAL.value, help=modes)

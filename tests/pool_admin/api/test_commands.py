@@ -221,6 +221,14 @@ def test_extract_command_masks_passwords_by_default(run, make_client, seed):
     assert seed.pool.inventory("acme-us") == 1
 
 
+def test_extract_command_asks_for_one_proxy_by_default(run, make_client, seed):
+    seed(n=3)
+    make_client()
+    code, out, _ = run("extract", "crawler-1")
+    assert code == 0 and "Extracted 1 of 1" in out
+    assert seed.pool.inventory("acme-us") == 2
+
+
 def test_extract_command_emits_usage_events_from_the_cli(run, make_client, seed):
     seed(n=3)
     make_client()
@@ -319,7 +327,7 @@ ARGUMENT_ERRORS = {
     ("api_key", "rotate", "crawler-1", "--revoke-old=yes"): (
         "manage.py api_key rotate: argument --revoke-old: ignored explicit argument 'yes'"
     ),
-    ("extract", "crawler-1"): "manage.py extract: the following arguments are required: --count",
+    ("extract",): "manage.py extract: the following arguments are required: client",
     ("extract", "crawler-1", "--count", "1", "--bogus"): (
         "manage.py extract: unrecognized arguments: --bogus"
     ),
@@ -336,7 +344,7 @@ ARGUMENT_ERRORS = {
 #: A few also run through a real manage.py in a child process (one of each kind: a missing
 #: option, an unknown one, an action's missing argument, an extra argument).
 FROM_A_SHELL = [
-    ("extract", "crawler-1"),
+    ("ensure_demo",),
     ("create_client", "crawler-9", "--bogus"),
     ("api_key", "add"),
     ("rotate_secret_key", "extra"),
@@ -378,7 +386,7 @@ def test_help_of_an_action_still_prints_its_usage(run):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (("extract", "crawler-1"), "Error: the following arguments are required: --count"),
+        (("ensure_demo",), "Error: the following arguments are required: --base-url"),
         (("api_key", "add"), "Error: the following arguments are required: client"),
     ],
 )

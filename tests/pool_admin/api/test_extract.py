@@ -11,6 +11,7 @@ import pytest
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
 from pool_admin import pool as pool_module
 from pool_admin.api.usage import flush_usage, usage_lines
+from pool_admin.config.models import Upstream
 from tests.pool_admin.api.conftest import PROXY_PASSWORD
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -186,19 +187,87 @@ def test_gateway_reserve_of_the_client_is_kept_back(api, make_client, seed):
 @pytest.mark.parametrize(
     ("fields", "filters", "detail"),
     [
-        ({"allowed": ["acme-us"]}, {"upstream": "acme-eu"}, "acme-eu"),
-        ({"allowed_regions": ["us"]}, {"region": "eu"}, "region"),
-        ({"allowed_protocols": ["socks5"]}, {"protocol": "http"}, "protocol"),
-        ({"allowed": ["acme-us", "acme-eu"]}, {}, "filters.upstream"),
-        ({"allowed_regions": ["us", "eu"]}, {"protocol": "http"}, "filters.region"),
+        (
+            {"allowed": ["acme-us"]},
+            {"upstream": "acme-eu"},
+            "'acme-eu'; it may draw from 'acme-us'",
+        ),
+        ({"allowed_regions": ["us", "ap"]}, {"region": "eu"}, "from 'ap', 'us'"),
+        ({"allowed_protocols": ["socks5"]}, {"protocol": "http"}, "from 'socks5'"),
     ],
 )
-def test_disallowed_or_missing_filter_is_403(api, make_client, seed, fields, filters, detail):
+def test_disallowed_filter_is_403_naming_what_is_allowed(
+    api, make_client, seed, fields, filters, detail
+):
     seed(n=2)
     client = api(make_client(**fields).plaintext)
     body = {"count": 1, "mode": "partial", "filters": filters}
     problem = assert_problem(extract(client, body), 403, "forbidden")
     assert detail in problem["detail"]
+
+
+def test_a_client_allowed_several_upstreams_draws_from_all_of_them(
+    api, make_client, seed, upstreams
+):
+    Upstream.objects.create(
+        name="acme-ap", account=upstreams.us.account, endpoint_url="https://acme.example/p"
+    )
+    us = seed("acme-us", n=2)
+    eu = seed("acme-eu", n=2, region="eu")
+    seed("acme-ap", n=2, region="ap")
+    client = api(make_client(allowed=["acme-us", "acme-eu"]).plaintext)
+    response = extract(client, {"count": 10})
+    assert response.status_code == 200, response.content
+    assert sorted(p["id"] for p in response.json()["proxies"]) == sorted(us + eu)
+    assert {u: seed.pool.inventory(u) for u in ("acme-us", "acme-eu", "acme-ap")} == {
+        "acme-us": 0,
+        "acme-eu": 0,
+        "acme-ap": 2,
+    }
+
+
+def test_a_client_allowed_several_regions_draws_from_all_of_them(api, make_client, seed):
+    us = seed("acme-us", n=1, region="US")
+    eu = seed("acme-eu", n=1, region="eu")
+    seed("acme-eu", n=1, region="ap")
+    seed("acme-eu", n=1, region="eu", protocol="socks5")
+    client = api(make_client(allowed_regions=["us", "EU"]).plaintext)
+    response = extract(client, {"count": 10, "filters": {"protocol": "http"}})
+    assert response.status_code == 200, response.content
+    assert sorted(p["id"] for p in response.json()["proxies"]) == sorted(us + eu)
+
+
+def test_an_empty_body_extracts_one_proxy(api, make_client, seed):
+    """``{}`` is a whole request: count 1, partial (docs/API.md, the README's first call)."""
+    seed(n=3)
+    client = api(make_client().plaintext)
+    response = extract(client, {})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["requested"], body["returned"], len(body["proxies"])) == (1, 1, 1)
+    assert extract(client, {"count": 2}).json()["returned"] == 2  # and partial by default
+    assert extract(client, {"count": 2, "mode": "all_or_nothing"}).status_code == 409
+
+
+def test_a_bad_choice_is_400_listing_the_choices(api, make_client):
+    client = api(make_client().plaintext)
+    problem = assert_problem(extract(client, {"mode": "all"}), 400, "invalid_request")
+    assert '"all" is not a valid choice; use one of "partial", "all_or_nothing".' in str(
+        problem["errors"]
+    )
+    body = {"filters": {"protocol": "ftp"}}
+    problem = assert_problem(extract(client, body), 400, "invalid_request")
+    assert '"http", "https", "socks4", "socks5"' in str(problem["errors"])
+
+
+@pytest.mark.parametrize("path", ["/api/v1/extract/", "/api/v1/inventory/"])
+def test_a_trailing_slash_gets_a_hint(api, make_client, path):
+    client = api(make_client().plaintext)
+    response = client.post(path, {}, format="json")
+    problem = assert_problem(response, 404, "not_found")
+    assert problem["detail"] == f"Not found; did you mean {path.rstrip('/')}?"
+    problem = assert_problem(client.post("/api/v1/nothing/", {}, format="json"), 404, "not_found")
+    assert "did you mean" not in problem["detail"]
 
 
 def test_single_allowed_value_is_applied_as_the_filter(api, make_client, seed):
@@ -238,8 +307,8 @@ def test_count_above_the_client_limit_is_403(api, make_client, seed):
         {"count": -1, "mode": "partial"},
         {"count": "many", "mode": "partial"},
         {"count": 1001, "mode": "partial"},
-        {"mode": "partial"},
-        {"count": 1},
+        {"count": None},
+        {"mode": None},
         {"count": 1, "mode": "some"},
         {"count": 1, "mode": "partial", "min_remaining_s": -5},
         {"count": 1, "mode": "partial", "filters": {"protocol": "ftp"}},

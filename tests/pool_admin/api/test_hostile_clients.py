@@ -58,7 +58,9 @@ def test_a_surrogate_pair_is_a_character_like_any_other(api, make_client, seed):
     problem = assert_problem(
         post(client, URL, '{"count": 1, "mode": "\\ud83d\\ude00"}'), 400, "invalid_request"
     )
-    assert problem["errors"]["mode"] == ['"\U0001f600" is not a valid choice.']
+    assert problem["errors"]["mode"] == [
+        '"\U0001f600" is not a valid choice; use one of "partial", "all_or_nothing".'
+    ]
     assert post(client, URL, ONE).status_code == 200
 
 

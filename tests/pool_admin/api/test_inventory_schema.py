@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 import yaml
 
+from activity import HealthUpdate, ProxyState
 from activity.errors import ScanBudgetExhausted
 from pool_admin import pool as pool_module
 
@@ -21,6 +24,7 @@ def test_inventory_lists_the_upstreams_the_client_may_see(api, make_client, seed
     assert rows["acme-us"]["unextracted"] == 3 and rows["acme-eu"]["unextracted"] == 1
     assert rows["acme-us"]["available"] is True
     assert rows["acme-us"]["managed"] == 3 and rows["acme-us"]["available_slots"] == 3
+    assert rows["acme-us"]["extractable"] == 3
 
     only_eu = make_client("c2", allowed=["acme-eu"], may_view_inventory=True)
     only_eu = api(only_eu.plaintext).get("/api/v1/inventory")
@@ -42,6 +46,20 @@ def test_inventory_marks_an_upstream_unavailable_on_scan_budget(
     assert response.status_code == 200
     row = response.json()["upstreams"][0]
     assert row["available"] is False and row["managed"] is None
+    assert row["extractable"] is None and row["unextracted"] is None
+
+
+def test_extractable_is_what_can_be_drawn_and_unextracted_is_every_record(api, make_client, seed):
+    """An unhealthy record is unextracted (the fetch side's measure) but cannot be drawn."""
+    ids = seed("acme-us", n=3)
+    now = datetime.now(UTC)
+    seed.pool.apply_health([HealthUpdate(ids[0], ProxyState.UNHEALTHY, now)])
+    client = api(make_client(may_view_inventory=True).plaintext)
+    [row] = [
+        r for r in client.get("/api/v1/inventory").json()["upstreams"] if r["upstream"] == "acme-us"
+    ]
+    assert (row["extractable"], row["unextracted"]) == (2, 3)
+    assert client.post("/api/v1/extract", {"count": 5}, format="json").json()["returned"] == 2
 
 
 def test_inventory_only_for_clients_allowed_to_see_it(api, make_client, seed):
