@@ -2,8 +2,8 @@
 
 No Django here: this package is the domain, reusable by the web app, the Celery workers and
 tools. ``RedisPool`` (``activity.redis``), the production deep module, passes the same contract
-suite (``activity.contract``); it is imported lazily so that importing the domain types (the
-gateway runtime does) never imports a Redis client.
+suite (``activity.contract``); it is imported lazily so that importing the domain types never
+imports a Redis client (a process that holds no pool, such as a gateway worker, needs none).
 """
 
 from typing import TYPE_CHECKING, Any

@@ -3,11 +3,12 @@
 Every port of the activity pool, thread safe (one lock: each public call is one atomic step, as
 each Lua script is in Redis), with an injectable clock and the same bounds as RedisPool.
 
-The package is laid out by port family, as the Lua library is: ``_state`` holds every table and
-the lock, with the bookkeeping several families share; ``upsert`` (upsert, health, inventory),
-``extract`` (extract, call quota), ``ownership`` (leases, drain), ``sessions`` (sessions,
-snapshots, reports, slots), ``outcomes`` (outcomes, quarantine) and ``sweep`` each hold one
-family's operations over that state. ``MemoryPool`` only wires them together.
+The package is laid out by port family, as the Lua library is: ``_records`` holds the tables'
+rows, ``_state`` every table and the lock, with the bookkeeping several families share;
+``upsert`` (upsert, health, inventory, rechecks due), ``extract`` (extract, call quota),
+``ownership`` (leases, drain), ``sessions`` (sessions, snapshots, reports, slots), ``outcomes``
+(outcomes, quarantine, an exit's suspicion), ``sweep`` and ``inspection`` (the console's reads)
+each hold one family's operations over that state. ``MemoryPool`` only wires them together.
 """
 
 from __future__ import annotations
