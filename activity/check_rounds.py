@@ -30,8 +30,8 @@ from activity.types import HealthResult, HealthUpdate, ProxyState
 #: Health updates per ``apply_health`` call (the pool's ``max_health_batch``).
 HEALTH_BATCH = 1_000
 #: A check takes at most this share of the shortest remaining life in its round, and never
-#: less than MIN_ROUND_TIMEOUT seconds (research/providers.md 5.2: at most min(3 s, 5% of the
-#: TTL) for a 30 s-2 min proxy; a check that costs a third of its life is not worth it).
+#: less than MIN_ROUND_TIMEOUT seconds: a 30 s proxy gets 1.5 s, not the upstream's 5 s (a
+#: check that costs a third of a proxy's life is not worth it).
 LIFE_SHARE = 0.05
 MIN_ROUND_TIMEOUT = 1.0
 

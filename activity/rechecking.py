@@ -1,4 +1,4 @@
-"""Rechecks of an upstream's idle proxies on their cadence (``../research/providers.md`` 5.2).
+"""Rechecks of an upstream's idle proxies on their cadence (docs/activity-pool.md, "Rechecks").
 
 A proxy is checked once at intake (``activity.fetch_job``). One that lives long enough is checked
 again while it waits in the pool: the pool lists those due under a ``RecheckPolicy`` (check

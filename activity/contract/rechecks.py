@@ -1,6 +1,6 @@
 """Contract: which idle proxies are due for a recheck (port RecheckQueue, ``take_due_checks``).
 
-The cadence of ``../research/providers.md`` 5.2: check effort follows remaining lifetime; a
+The cadence of docs/activity-pool.md ("Rechecks"): check effort follows remaining lifetime; a
 proxy with little life left, or one a client or a gateway worker holds, is never probed.
 """
 

@@ -1,10 +1,12 @@
 """Every form vendors give a proxy's expiry in, made one ``expires_at`` (UTC).
 
-``../shared/research/providers.md`` (1.3) lists the forms: seconds left (Kuaidaili ``f_et``,
-Juliang ``ip_remain``), a date-time without a zone in the vendor's zone (Zhima ``expire_time``,
-Tianqi, Juliang ``order_endtime``; some vendors do not pad the fields), Unix seconds (Thordata),
-ISO 8601 with an offset (proxy-ipv4.com), a date only (Proxy-Seller ``dd.MM.yyyy``: the end of
-that day), or none (Webshare, Xiequ: the upstream's configured lifetime).
+The forms vendors give it in (``activity/providers/presets.py`` names the documentation of
+each preset's vendor; proxy-ipv4.com's is docs.proxy-ipv4.com/developers-api): seconds left
+(Kuaidaili ``f_et``, Juliang ``ip_remain``), a date-time without a zone in the vendor's zone
+(Zhima ``expire_time``, Tianqi, Juliang ``order_endtime``; some vendors do not pad the fields),
+Unix seconds (Thordata), ISO 8601 with an offset (proxy-ipv4.com), a date only (Proxy-Seller
+``dd.MM.yyyy``: the end of that day), or none (Webshare, Xiequ: the upstream's configured
+lifetime).
 
 Seconds left count from when the request was *sent*, taken before the HTTP call, so the time
 the answer took makes the estimate early, never late. An entry without the field gets the

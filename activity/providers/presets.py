@@ -1,12 +1,18 @@
-"""Named configurations of the generic adapters for real vendor shapes
-(``../shared/research/providers.md``, sections 1.2-1.4), selectable per upstream.
+"""Named configurations of the generic adapters for real vendor shapes, selectable per upstream.
+
+Each shape is the one its vendor documents: Kuaidaili (kuaidaili.com/dps/apidoc/ and
+kuaidaili.com/doc/api/return/), Juliang (juliangip.com/help/api/postpay/), Webshare
+(apidocs.webshare.io/proxy-list), Proxy-Seller (docs.proxy-seller.com, API v1 "Retrieve active
+proxy"), Thordata (doc.thordata.com, interface documentation); Zhima's and Xiequ's are as public
+clients read them (github.com/GiaoGiaoCat/zhima, github.com/camofy/camofy
+``src/cloud/provider.rs``).
 
 A preset fixes what the vendor fixes (where the list and fields are, how success and errors
 read, the expiry form and the zone its times are in, what its error codes mean); the upstream
 gives the rest (:class:`UpstreamOptions`: the protocol its proxies speak, the lifetime of an
 entry without expiry, the most entries taken from one response, and the zone when it differs).
-Error codes map to next steps as the research table derives them: order or balance gone, a
-caller not whitelisted, a bad request: disable and alert; rate limited: back off; nothing
+Error codes map to next steps by what the vendor says each code means: order or balance gone,
+a caller not whitelisted, a bad request: disable and alert; rate limited: back off; nothing
 available now: retry later.
 """
 

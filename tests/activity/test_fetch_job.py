@@ -264,7 +264,7 @@ def test_a_proxy_that_cannot_be_checked_as_listed_is_unhealthy_not_a_failed_fetc
     [(5.0, 30.0, 1.5), (5.0, 600.0, 5.0), (5.0, 10.0, 1.0), (0.5, 10.0, 0.5), (2.0, 60.0, 2.0)],
 )
 def test_an_intake_check_costs_at_most_a_twentieth_of_a_short_life(configured, remaining, expected):
-    """research/providers.md 5.2: a 30 s proxy gets 1.5 s, not the upstream's 5 s."""
+    """A check takes at most 5% of a short life: a 30 s proxy gets 1.5 s, not the upstream's 5 s."""
     assert round_timeout(configured, remaining) == pytest.approx(expected)
 
 

@@ -1,4 +1,4 @@
-"""Every expiry form of ../shared/research/providers.md (1.3) made one UTC ``expires_at``."""
+"""Every expiry form vendors give (activity/providers/expiry.py) made one UTC ``expires_at``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Text responses (activity/providers/lines.py), from the shapes in
-../shared/research/providers.md: Kuaidaili ``getdps`` text with ``f_et=1``, Juliang
-``postpay/getips`` with ``ip_remain=1``, and the plain and login-carrying line forms."""
+"""Text responses (activity/providers/lines.py), from the vendors' documented shapes:
+Kuaidaili ``getdps`` text with ``f_et=1``, Juliang ``postpay/getips`` with ``ip_remain=1``, and
+the plain and login-carrying line forms."""
 
 from __future__ import annotations
 

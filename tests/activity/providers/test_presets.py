@@ -1,6 +1,6 @@
-"""Every preset (activity/providers/presets.py) parses its vendor's documented response
-(../shared/research/providers.md, 1.2) into the right entries and ``expires_at``, zones included,
-and reads the vendor's errors with the next step the research table gives them."""
+"""Every preset (activity/providers/presets.py) parses its vendor's documented response (the
+sources are named there) into the right entries and ``expires_at``, zones included, and reads
+the vendor's errors with the next step the preset gives them."""
 
 from __future__ import annotations
 
