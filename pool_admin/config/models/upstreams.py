@@ -200,8 +200,9 @@ class Upstream(ConfigModel):
         default=30,
         validators=bounds(1, 86_400),
         help_text="An idle proxy is checked again this long after its last check at the "
-        "soonest, and later while it has long to live (a tenth of what is left); not at all "
-        "with under 2 minutes left.",
+        "soonest, and later while it has long to live (what it has left divided by the "
+        "setting RECHECK_LIFETIME_FRACTION, 10 by default); not at all with less than "
+        "RECHECK_MIN_REMAINING_S seconds left (120 by default).",
     )
 
     history = HistoricalRecords()
