@@ -10,6 +10,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+#: The permission every console page needs (and "Console" on the admin index).
+VIEW_PERMISSION = "console.view_console"
+
 
 class Console(models.Model):
     """No table: the admin index's entry and the console's permissions."""

@@ -1,4 +1,4 @@
-"""The console's pages (staff only: every URL goes through ``admin.site.admin_view``).
+"""The console's pages (staff with ``console.view_console`` only: pool_admin/console/urls.py).
 
 A page renders whole on its first load; its live part is re-read by the page itself every few
 seconds (static/console/console.js, the interval the operator picks, 2 s at the least) from

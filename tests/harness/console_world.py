@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
 from activity import ExtractMode, ExtractRequest
 from activity.credentials import SecretRef
@@ -37,6 +41,16 @@ from pool_admin.metrics.events import Event
 from pool_admin.pool import get_pool
 
 PROXY_PASSWORD = "console-pw-Zq81"  # must never appear in a page
+
+
+def console_user(name: str, *codenames: str, password: str = "a-Long-pass-123") -> Any:
+    """A staff user with these of the console's permissions (``view_console``,
+    ``operate_pool``) and no other."""
+    user = get_user_model().objects.create_user(name, password=password, is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="console", codename__in=codenames)
+    )
+    return user
 
 
 @dataclass

@@ -20,6 +20,7 @@ from django.core import mail
 from activity.providers.presets import PRESETS
 from pool_admin import alerts, fetch_tasks
 from pool_admin.config.models import Alert, Credential, ProviderAccount, Upstream
+from tests.harness.console_world import console_user
 from tests.harness.webshare_vendor import vendor
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -112,7 +113,7 @@ def test_the_console_shows_alert_details_only_to_those_who_may_view_alerts(clien
     alert = Alert.objects.create(upstream=upstream, kind=Alert.Kind.FETCH_FAILING, failures=3,
                          first_failed_at=now, last_failed_at=now, opened_at=now,
                          detail="vendor error 113: the caller is not whitelisted")  # fmt: skip
-    staff = get_user_model().objects.create_user("desk", password="pw-desk-1", is_staff=True)
+    staff = console_user("desk", "view_console", password="pw-desk-1")
     client.force_login(staff)
     for page in ("/admin/console/", "/admin/console/?part=live"):
         text = client.get(page).content.decode()

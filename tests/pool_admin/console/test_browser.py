@@ -14,7 +14,7 @@ from activity.inspection import BrowseQuery
 from pool_admin.console.models import OperatorAction
 from pool_admin.pool import get_pool
 from tests.harness.browser import log_in, screenshot
-from tests.harness.console_world import PROXY_PASSWORD, seed_world
+from tests.harness.console_world import PROXY_PASSWORD, console_user, seed_world
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),  # the live server's threads see what is committed
@@ -34,12 +34,8 @@ def world(filling_pool, transactional_db):
 
 @pytest.fixture
 def operator(transactional_db):
-    """Staff who may act on the pool."""
-    from django.contrib.auth.models import Permission
-
-    user = get_user_model().objects.create_user("op", password=PASSWORD, is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="operate_pool"))
-    return user
+    """Staff who may view the console and act on the pool."""
+    return console_user("op", "view_console", "operate_pool", password=PASSWORD)
 
 
 def figure(page, name: str, upstream: str | None = None) -> str:

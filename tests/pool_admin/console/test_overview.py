@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from pool_admin.pool import get_pool
-from tests.harness.console_world import PROXY_PASSWORD
+from tests.harness.console_world import PROXY_PASSWORD, console_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -55,6 +55,32 @@ def test_the_live_part_alone_is_rendered_for_the_refresh(client, staff, world):
     assert part.status_code == 200 and "no-store" in part["Cache-Control"]
     body = part.content.decode()
     assert 'data-upstream="acme-us"' in body and "<html" not in body
+
+
+def test_staff_without_the_view_permission_are_refused_every_page(client, world):
+    """console.view_console is checked where the console is served: without it, a staff user
+    gets 403 from every page, live part and action, and no "Console" on the admin index."""
+    client.force_login(console_user("desk", "operate_pool"))  # acting alone is not viewing
+    target = world.owned[0]
+    pages = [
+        OVERVIEW,
+        OVERVIEW + "?part=live",
+        "/admin/console/proxies/",
+        f"/admin/console/proxy/?id={target}",
+        "/admin/console/ownership/",
+        "/admin/console/history/",
+        f"/admin/console/act/drain_proxy/?target={target}",
+    ]
+    for url in pages:
+        assert client.get(url).status_code == 403, url
+    drain = client.post("/admin/console/act/drain_proxy/", {"target": target})
+    assert drain.status_code == 403
+    assert get_pool().get(target).draining is False
+    index = client.get(reverse("admin:index")).content.decode()
+    assert reverse("admin:console_console_changelist") not in index
+    assert client.get(reverse("admin:console_console_changelist"), follow=True).status_code == 403
+    # The audit of operator actions stays readable by every staff user.
+    assert client.get(reverse("admin:console_operatoraction_changelist")).status_code == 200
 
 
 def test_the_console_is_on_the_admin_index_and_for_staff_only(client, staff, world):
