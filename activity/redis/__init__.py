@@ -16,36 +16,25 @@ import redis
 
 from activity import _validation as v
 from activity._time import from_ms, span_ms
-from activity._validation.inspection import prepare_browse
 from activity.clock import Clock, SystemClock
 from activity.credentials import CredentialResolver, NoCredentials
 from activity.errors import InvalidBatch, InvalidRequest
-from activity.inspection import (
-    BrowseCursor,
-    BrowsePage,
-    BrowseQuery,
-    LiveWorkers,
-    ProxyDetail,
-    WorkerStatus,
-)
+from activity.inspection import BrowsePage, BrowseQuery, LiveWorkers, ProxyDetail
 from activity.lua_functions import Scripts
 from activity.redis._codec import (
     as_dict,
     as_list,
-    assignment,
     candidate,
-    detail_of,
     due_check,
     expired_tally,
     extracted,
-    proxy_summary,
     quota_arg,
-    runtime_view,
-    session,
     static_record,
 )
+from activity.redis._inspection import InspectionCalls
+from activity.redis._ownership import OwnershipCalls
 from activity.redis._scripts import POOL_LIBRARY
-from activity.redis._workers import WorkerCalls, lease_ms
+from activity.redis._workers import WorkerCalls
 from activity.redis_transport import bounded_client
 from activity.types import (
     Assignment,
@@ -104,6 +93,8 @@ class RedisPool:
         self._ns = f"{self.options.prefix}:{{activity}}:"
         self._scripts = Scripts(self._client, self._ns + "meta", POOL_LIBRARY)
         self._workers = WorkerCalls(self._scripts, self.options)
+        self._ownership = OwnershipCalls(self._scripts, self.options, self._ns, self._now)
+        self._inspection = InspectionCalls(self._scripts, self.options, self._now)
 
     def _now(self) -> int:
         return v.aware_ms(self._clock.now(), "clock")
@@ -234,57 +225,29 @@ class RedisPool:
         client, prepared = v.prepare_charge(client_id, quota, self.options)
         self._scripts.call("charge_call", self._now(), client, quota_arg(prepared))
 
-    # ------------------------------------------------------------------ OwnershipRepository
-    def _lease_ms(self, ttl: object) -> int:
-        return lease_ms(ttl, self.options)
-
-    def _owner_args(self, proxy_id: str, worker_id: str, epoch: int) -> None:
-        v.text(proxy_id, "proxy_id", self.options)
-        v.text(worker_id, "worker_id", self.options)
-        v.epoch(epoch)
-
+    # ------------------------------------------------------------------ OwnershipRepository:
+    # activity/redis/_ownership.py
     def assign(self, now: datetime, proxy_id: str, worker_id: str, ttl: timedelta) -> Assignment:
-        now_ms = v.aware_ms(now, "now")
-        v.text(proxy_id, "proxy_id", self.options)
-        v.text(worker_id, "worker_id", self.options)
-        ttl_ms = self._lease_ms(ttl)
-        reply = self._scripts.call(
-            "assign", now_ms, proxy_id, worker_id, ttl_ms, self.options.clean_budget, self._now()
-        )
-        return assignment(reply)
+        return self._ownership.assign(now, proxy_id, worker_id, ttl)
 
     def renew(
         self, now: datetime, proxy_id: str, worker_id: str, epoch: int, ttl: timedelta
     ) -> Assignment:
-        now_ms = v.aware_ms(now, "now")
-        ttl_ms = self._lease_ms(ttl)
-        self._owner_args(proxy_id, worker_id, epoch)
-        return assignment(self._scripts.call("renew", now_ms, proxy_id, worker_id, epoch, ttl_ms))
+        return self._ownership.renew(now, proxy_id, worker_id, epoch, ttl)
 
     def begin_drain(self, proxy_id: str, worker_id: str, epoch: int) -> Assignment:
-        self._owner_args(proxy_id, worker_id, epoch)
-        return assignment(self._scripts.call("begin_drain", proxy_id, worker_id, epoch))
+        return self._ownership.begin_drain(proxy_id, worker_id, epoch)
 
     def acknowledge_drain(
         self, proxy_id: str, worker_id: str, epoch: int, active: int, reserved: int
     ) -> DrainStatus:
-        v.count(active, "active", low=0, high=2**31)
-        v.count(reserved, "reserved", low=0, high=2**31)
-        self._owner_args(proxy_id, worker_id, epoch)
-        reply = self._scripts.call(
-            "acknowledge_drain", proxy_id, worker_id, epoch, active, reserved
-        )
-        return DrainStatus(reply)
+        return self._ownership.acknowledge_drain(proxy_id, worker_id, epoch, active, reserved)
 
     def get(self, proxy_id: str) -> Assignment | None:
-        v.text(proxy_id, "proxy_id", self.options)
-        raw = self._scripts.hget_json(self._ns + "owners", proxy_id)
-        return None if raw is None else assignment({"id": proxy_id, **raw})
+        return self._ownership.get(proxy_id)
 
     def expire(self, now: datetime, limit: int) -> list[Assignment]:
-        now_ms = v.aware_ms(now, "now")
-        n = v.limit(limit, self.options)
-        return [assignment(a) for a in as_list(self._scripts.call("expire", now_ms, n))]
+        return self._ownership.expire(now, limit)
 
     # ------------------------------------------------------------------ SessionWriter,
     # ControlStore, ReportWriter, RuntimeReader: activity/redis/_workers.py
@@ -359,40 +322,16 @@ class RedisPool:
             expired_tally(as_dict(reply["tally"])),
         )
 
-    # ------------------------------------------------------------------ PoolInspector
+    # ------------------------------------------------------------------ PoolInspector:
+    # activity/redis/_inspection.py
     def browse(self, query: BrowseQuery) -> BrowsePage:
-        q = prepare_browse(query, self.options)
-        reply = self._scripts.call(
-            "browse", self._now(), q.upstream, q.state, q.protocol, q.region, q.carrier,
-            "" if q.after_ms is None else q.after_ms, q.after_id, q.limit, q.budget,
-        )  # fmt: skip
-        proxies = tuple(proxy_summary(*row) for row in as_list(reply["proxies"]))
-        after = reply.get("next")
-        return BrowsePage(
-            proxies=proxies,
-            next=None if not after else BrowseCursor(int(after[0]), str(after[1])),
-            examined=int(reply["examined"]),
-            partial=bool(reply["partial"]),
-        )
+        return self._inspection.browse(query)
 
     def worker_sessions(self, limit: int) -> LiveWorkers:
-        n = v.limit(limit, self.options)
-        reply = self._scripts.call("worker_sessions", n)
-        workers = tuple(
-            WorkerStatus(
-                session(w["w"], w["s"]),
-                None if not w.get("rt") else runtime_view(w["w"], w["rt"]),
-                int(w["owned"]),
-                int(w["draining"]),
-            )
-            for w in as_list(reply["workers"])
-        )
-        return LiveWorkers(workers, bool(reply["complete"]))
+        return self._inspection.worker_sessions(limit)
 
     def proxy_detail(self, proxy_id: str) -> ProxyDetail | None:
-        v.text(proxy_id, "proxy_id", self.options)
-        reply = self._scripts.call("proxy_detail", self._now(), proxy_id)
-        return None if reply is None else detail_of(as_list(reply))
+        return self._inspection.proxy_detail(proxy_id)
 
     # ------------------------------------------------------------------ OutcomeStore
     def report_outcome(self, report: OutcomeReport) -> OutcomeResult:
