@@ -15,6 +15,8 @@ LIB_DIR = LUA_DIR / "lib"
 # only way to a hash or sorted set (tests/activity/test_lua_rules.py).
 LIB_PARTS = (
     "core",
+    "keys",
+    "replies",
     "records",
     "sessions_slots",
     "ownership_drain",
@@ -66,7 +68,7 @@ def script_source(name: str) -> str:
 _WRAPPER = (
     "redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
     "  local layout_error = bind(KEYS[1])\n"
-    "  if layout_error then return layout_error end\n"
+    "  if layout_error then return fail(layout_error) end\n"
     "  local reply = (function()\n{body}\n  end)()\n"
     "  flush_writes()\n"
     "  flush_counts()\n"

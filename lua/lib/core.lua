@@ -1,12 +1,11 @@
 -- lib/core.lua: the primitives every other part of the RedisPool function library is built on:
--- key names, the per-call write buffer, counters, key lifetimes, replies and stored results.
--- activity/redis/_scripts.py joins lua/lib/*.lua (in its LIB_PARTS order, this file first)
--- and every operation file, each wrapped as one registered function, into one library loaded
--- once (FUNCTION LOAD): the helpers are created once per load, not once per call (as a prelude
--- of every EVALSHA they cost more than the operations themselves: docs/PERFORMANCE.md). Only
--- declarations at the top level: Redis runs a library's top level with no access to
--- `redis.call`, `string` or `cjson`. A local is visible only below its declaration, so a part
--- uses only what the parts before it (and itself, above) declare.
+-- key names, the per-call write buffer, counters, key lifetimes, the pool generation and the
+-- server's clock. activity/redis/_scripts.py joins lua/lib/*.lua (in its LIB_PARTS order, this
+-- file first) and every operation file into one library, loaded once (FUNCTION LOAD): the
+-- helpers are created once per load, not once per call (as a prelude of every EVALSHA they cost
+-- more than the operations themselves: docs/PERFORMANCE.md). lua/README.md has the rules every
+-- part keeps (only declarations at the top level; a part uses only what the parts before it
+-- declare).
 --
 -- The rule this file exists for: hashes and sorted sets are read and written only through the
 -- buffer primitives below (hget, prefetch, hset, hdel, hexists, zadd, zrem, zread) and the
@@ -19,10 +18,6 @@
 -- carrier, ...), which no caller can know before the script has read the record, so they are
 -- named inside the script. All of them carry the `{activity}` hash tag: one slot, as the ADR's
 -- Cluster single-slot option requires.
---
--- Replies: every script returns one JSON string, {"ok": ...} or {"err": code, "reason": ...};
--- the codes are activity/errors.py's table, the reasons its *_REASONS tuples (no free text:
--- MemoryPool must give the same answer). A Lua error (assert) is a programming error.
 
 local LAYOUT = '1'
 local META, NS, R, HOT, HEALTH, UNIQ, EXP, AVAIL, INV, MANAGED_COUNT
@@ -150,13 +145,6 @@ local function extend(key, ms)
   if current == -1 or (current >= 0 and current < ms) then redis.call('PEXPIRE', key, ms) end
 end
 
-local function ok(value) return cjson.encode({ok = value}) end
-local function fail(code, reason, extra)
-  local reply = extra or {}
-  reply.err, reply.reason = code, reason
-  return cjson.encode(reply)
-end
-
 local function tonum(s) return tonumber(s) end
 
 local function get_json(hash, field)
@@ -165,24 +153,8 @@ local function get_json(hash, field)
   return nil
 end
 
-local function digest(value) return redis.sha1hex(value) end
--- Key names built from labels, kept for one call (bind clears them): an upsert chunk or an
--- extract names the same few index keys for every proxy it touches.
+-- Key names built from labels in this call (`named_key`, lua/lib/keys.lua); bind clears them.
 local named = {}
-local function named_key(dim, value)
-  local by_value = subtable(named, dim)
-  local key = by_value[value]
-  if not key then
-    key = k(dim .. ':' .. value)
-    by_value[value] = key
-  end
-  return key
-end
-local function expiry_key(u) return named_key('expiry', u) end
-local function owned_key(u) return k('owned:' .. digest(u)) end
-local function worker_owned_key(w) return k('worker-owned:' .. digest(w)) end
-local function worker_draining_key(w) return k('worker-draining:' .. digest(w)) end
-local function index_key(dim, value) if dim == 'available' then return AVAIL end return named_key(dim, value) end
 
 -- Counter changes are summed during a call and written once at its end (flush_counts, run by
 -- the function wrapper after every operation): a chunk of 500 inserts is one HINCRBY, not
@@ -266,26 +238,6 @@ local function finish_like_records()
   for key in pairs(touched) do extend(key, ttl) end
 end
 
--- Stored results (idempotency, operation IDs). The key's own TTL frees memory; the stored
--- expiry `x` keeps replay time on the caller's clock, like every other proxy time.
--- Stored as "digest|expires|nonce|<result JSON>". Returns the result JSON and whether it is a
--- replay to the caller (not when the stored call is this very call, `nonce`: our own retry
--- after a lost reply is the first answer the caller sees); nil when there is none; false when
--- the request digest differs.
-local function replay(key, request_digest, now, nonce)
-  local stored = redis.call('GET', key)
-  if not stored then return nil end
-  local d, x, n, result = string.match(stored, '^([^|]*)|(%d+)|([^|]*)|(.*)$')
-  if tonumber(x) <= now then return nil end
-  if d ~= request_digest then return false end
-  return result, n ~= nonce
-end
-
-local function remember(key, request_digest, result_json, expires, now, nonce)
-  redis.call('SET', key, table.concat({request_digest, string.format('%d', expires), nonce,
-             result_json}, '|'), 'PX', expires - now)
-end
-
 -- The server's clock, read once per operation as its "now" and never waited on: Valkey
 -- freezes TIME for the whole run of a script, so a loop on it would never end there
 -- (lua/README.md).
@@ -310,7 +262,8 @@ local function server_ms()
 end
 
 -- The start of every operation: name the namespace's keys (cached while the namespace stays
--- the same), forget the previous call's touched keys, refuse a foreign data layout.
+-- the same), forget the previous call's touched keys, and name the error code of a foreign
+-- data layout (nil when it is this one).
 local function bind(meta)
   touched, pending, stored_counts, call_ttl = {}, {}, {}, nil
   hbuf, zbuf, rcache, named = {}, {}, {}, {}
@@ -329,6 +282,6 @@ local function bind(meta)
              EPOCH, GEN}
   end
   local stored = redis.call('HGET', META, 'layout')
-  if stored and stored ~= LAYOUT then return fail('layout_mismatch') end
+  if stored and stored ~= LAYOUT then return 'layout_mismatch' end  -- the wrapper's refusal
   return nil
 end
