@@ -23,8 +23,13 @@ def allowed(address: Address, allow_local: bool) -> bool:
         address = address.ipv4_mapped
     if address.is_loopback:  # first: IPv6's ::1 is in a reserved block too
         return allow_local
-    if (address.is_unspecified or address.is_link_local or address.is_multicast
-            or address.is_reserved or address in _THIS_NETWORK):  # fmt: skip
+    if (
+        address.is_unspecified
+        or address.is_link_local
+        or address.is_multicast
+        or address.is_reserved
+        or address in _THIS_NETWORK
+    ):
         return False
     return address.is_global or (allow_local and address.is_private)
 

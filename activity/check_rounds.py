@@ -94,8 +94,9 @@ class CheckTally:
 def unusable(item: CheckItem, now: datetime) -> HealthUpdate:
     """The update of a proxy that cannot be probed as stored: UNHEALTHY, no probe."""
     expected = item.state if item.guarded else None
-    return HealthUpdate(item.proxy_id, ProxyState.UNHEALTHY, now, None, "check_unusable",
-                        expected=expected)  # fmt: skip
+    return HealthUpdate(
+        item.proxy_id, ProxyState.UNHEALTHY, now, None, "check_unusable", expected=expected
+    )
 
 
 def check_in_rounds(
@@ -120,13 +121,22 @@ def check_in_rounds(
         batch = probed[start : start + concurrency]
         shortest = min(item.lives_until for item in batch) - clock.now()
         endpoints = [item.endpoint for item in batch if item.endpoint is not None]
-        results = check_all(endpoints, target, concurrency=concurrency,
-                            timeout=round_timeout(timeout, shortest.total_seconds()))  # fmt: skip
+        results = check_all(
+            endpoints,
+            target,
+            concurrency=concurrency,
+            timeout=round_timeout(timeout, shortest.total_seconds()),
+        )
         now = clock.now()
-        tally.applied(pool, [
-            replace(health_of(item.proxy_id, result, now, item.state),
-                    expected=item.state if item.guarded else None)
-            for item, result in zip(batch, results, strict=True)
-        ])  # fmt: skip
+        tally.applied(
+            pool,
+            [
+                replace(
+                    health_of(item.proxy_id, result, now, item.state),
+                    expected=item.state if item.guarded else None,
+                )
+                for item, result in zip(batch, results, strict=True)
+            ],
+        )
         tally.checked += len(batch)
     return tally

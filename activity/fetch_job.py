@@ -111,8 +111,15 @@ class FetchPlan:
         path; ``list`` and ``v1`` are not keys)."""
         endpoint = urlsplit(self.url)
         segments = [s for s in endpoint.path.split("/") if len(s) >= 8 and any(map(str.isdigit, s))]
-        return RequestSecrets((*self.secrets, *self.params.values(), *self.headers.values(),
-                               *(v for _, v in parse_qsl(endpoint.query)), *segments))  # fmt: skip
+        return RequestSecrets(
+            (
+                *self.secrets,
+                *self.params.values(),
+                *self.headers.values(),
+                *(v for _, v in parse_qsl(endpoint.query)),
+                *segments,
+            )
+        )
 
 
 @dataclass
@@ -176,12 +183,16 @@ class FetchJob:
         try:
             self.scheduler.finish(self.clock.now(), self.claim, self.clock.now() + wait)
         except LeaseLost:
-            logger.warning("fetch %s: its lease was lost; another fetch runs it",
-                           self.claim.upstream_id)  # fmt: skip
+            logger.warning(
+                "fetch %s: its lease was lost; another fetch runs it", self.claim.upstream_id
+            )
         except Exception as exc:
-            logger.error("fetch %s: its claim could not be finished (%s); it is claimed again "
-                         "when its lease ends", self.claim.upstream_id,
-                         type(exc).__name__)  # fmt: skip
+            logger.error(
+                "fetch %s: its claim could not be finished (%s); it is claimed again "
+                "when its lease ends",
+                self.claim.upstream_id,
+                type(exc).__name__,
+            )
 
     def _wait_after(self, error: ProviderError) -> timedelta:
         interval = self.plan.interval
@@ -213,8 +224,13 @@ class FetchJob:
         try:
             reconciler = Reconciler(self.pool, kept)
             try:
-                intake = reconciler.prepare(clock.now(), plan.target, parsed, keep=asked,
-                                            operation_id=f"fetch:{self.claim.token}")  # fmt: skip
+                intake = reconciler.prepare(
+                    clock.now(),
+                    plan.target,
+                    parsed,
+                    keep=asked,
+                    operation_id=f"fetch:{self.claim.token}",
+                )
             except Exception:
                 self._give_back(asked, taken_at)  # nothing written: none of it counts
                 raise
@@ -248,8 +264,9 @@ class FetchJob:
         params = dict(plan.params)
         if plan.count_param:
             params[plan.count_param] = str(count)
-        answer = fetch(plan.url, clock=self.clock, limits=plan.limits, params=params,
-                       headers=plan.headers)  # fmt: skip
+        answer = fetch(
+            plan.url, clock=self.clock, limits=plan.limits, params=params, headers=plan.headers
+        )
         try:
             return plan.format.parse(answer.body, answer.sent_at)
         except VendorError as said:
@@ -264,20 +281,28 @@ class FetchJob:
         try:
             self.scheduler.give_back_proxies(self.clock.now(), self.claim, count, taken_at)
         except LeaseLost:
-            logger.info("fetch %s: its lease ended before %d proxies could be given back",
-                        self.claim.upstream_id, count)  # fmt: skip
+            logger.info(
+                "fetch %s: its lease ended before %d proxies could be given back",
+                self.claim.upstream_id,
+                count,
+            )
 
     def _check_items(self, intake: Intake, result: ReconcileResult) -> list[CheckItem]:
         """The proxies the pool took in as new, each with where to check it (None: it cannot
         be checked as listed, a SOCKS5 login over 255 bytes: UNHEALTHY)."""
         inserted = set(result.inserted_ids)
         return [
-            CheckItem(proxy.proxy_id, ProxyState.FETCHED, self._endpoint(proxy),
-                      proxy.expires_at, guarded=False)
+            CheckItem(
+                proxy.proxy_id,
+                ProxyState.FETCHED,
+                self._endpoint(proxy),
+                proxy.expires_at,
+                guarded=False,
+            )
             for batch in intake.batches[: result.batches_written]
             for proxy in batch.proxies
             if proxy.proxy_id in inserted
-        ]  # fmt: skip
+        ]
 
     def _endpoint(self, proxy: FetchedProxy) -> ProxyEndpoint | None:
         try:
@@ -295,16 +320,28 @@ class FetchJob:
             # Only from FETCHED: a proxy whose exit clients found failing entered SUSPECT
             # (passive health), and trusting the provider does not override what clients saw.
             now = self.clock.now()
-            tally.applied(self.pool, [
-                unusable(item, now) if item.endpoint is None else
-                HealthUpdate(item.proxy_id, ProxyState.AVAILABLE, now,
-                             expected=ProxyState.FETCHED)
-                for item in items
-            ])  # fmt: skip
+            tally.applied(
+                self.pool,
+                [
+                    unusable(item, now)
+                    if item.endpoint is None
+                    else HealthUpdate(
+                        item.proxy_id, ProxyState.AVAILABLE, now, expected=ProxyState.FETCHED
+                    )
+                    for item in items
+                ],
+            )
             return
-        check_in_rounds(items, pool=self.pool, target=plan.check, timeout=plan.check_timeout,
-                        concurrency=plan.check_concurrency, clock=self.clock, tally=tally,
-                        before_round=self._keep_alive)  # fmt: skip
+        check_in_rounds(
+            items,
+            pool=self.pool,
+            target=plan.check,
+            timeout=plan.check_timeout,
+            concurrency=plan.check_concurrency,
+            clock=self.clock,
+            tally=tally,
+            before_round=self._keep_alive,
+        )
 
     def _keep_alive(self) -> None:
         """Renew the claim (after the vendor's answer, before each round of checks). A lease
@@ -315,8 +352,9 @@ class FetchJob:
         try:
             self.claim = self.scheduler.renew(self.clock.now(), self.claim, self.lease)
         except LeaseLost:
-            logger.warning("fetch %s: its lease ended before its work did; going on",
-                           self.claim.upstream_id)  # fmt: skip
+            logger.warning(
+                "fetch %s: its lease ended before its work did; going on", self.claim.upstream_id
+            )
 
 
 class _Recorded:

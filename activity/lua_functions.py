@@ -102,9 +102,13 @@ class Scripts:
         while True:
             try:
                 raw = pooled_call(
-                    self._client.connection_pool, "FCALL", f"{name}_{self._suffix}", 1,
-                    self._meta, *argv,
-                )  # fmt: skip
+                    self._client.connection_pool,
+                    "FCALL",
+                    f"{name}_{self._suffix}",
+                    1,
+                    self._meta,
+                    *argv,
+                )
                 break
             except _TRANSIENT as exc:
                 attempts -= 1

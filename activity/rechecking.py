@@ -65,8 +65,16 @@ def recheck(
     # Applied only to a proxy still in the state it was listed in: a slower checker's result
     # computed from a state another check already changed must not win.
     items = [CheckItem(d.proxy_id, d.state, _endpoint(d), d.usable_until) for d in due.checks]
-    check_in_rounds(items, pool=pool, target=check, timeout=timeout, concurrency=concurrency,
-                    clock=clock, tally=report.checks, before_round=keep_alive)  # fmt: skip
+    check_in_rounds(
+        items,
+        pool=pool,
+        target=check,
+        timeout=timeout,
+        concurrency=concurrency,
+        clock=clock,
+        tally=report.checks,
+        before_round=keep_alive,
+    )
     return report
 
 

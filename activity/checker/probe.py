@@ -162,8 +162,13 @@ async def probe(proxy: ProxyEndpoint, target: CheckTarget, timeout: float) -> Pr
                 status = await _through(proxy, target, reader, writer)
             except ssl.SSLError as exc:
                 raise _Failed(Failure.TLS) from exc
-            except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                    ValueError) as exc:  # fmt: skip
+            except (
+                OSError,
+                EOFError,
+                asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError,
+                ValueError,
+            ) as exc:
                 raise _Failed(Failure.PROTOCOL) from exc
     except TimeoutError:
         return ProbeResult(False, failure=Failure.TIMEOUT)

@@ -151,8 +151,9 @@ class TestUpsertBoundaries:
     def test_a_provider_ttl_of_exactly_the_maximum_is_believed(self, make_pool: PoolFactory):
         """Upsert: expires_at - now may equal max_proxy_ttl; 1 ms more is dropped."""
         h = make_pool(options=PoolOptions(max_proxy_ttl=timedelta(hours=1)))
-        result = h.upsert([h.proxy("max", ttl=timedelta(hours=1)),
-                           h.proxy("over", ttl=timedelta(hours=1) + MS)])  # fmt: skip
+        result = h.upsert(
+            [h.proxy("max", ttl=timedelta(hours=1)), h.proxy("over", ttl=timedelta(hours=1) + MS)]
+        )
         assert (result.inserted, result.dropped) == (1, 1)
 
     def test_a_new_lifecycle_starts_at_exactly_the_hard_expiry(self, make_pool: PoolFactory):
@@ -203,8 +204,9 @@ class TestUpsertBoundaries:
         h = make_pool()
         h.stock("p1", ttl=MIN)
         assert ids(h.take(1)) == ["p1"]
-        report = OutcomeReport("c1", "p1", Outcome.BANNED, h.now, target_host="a.example",
-                               quarantine=2 * MIN)  # fmt: skip
+        report = OutcomeReport(
+            "c1", "p1", Outcome.BANNED, h.now, target_host="a.example", quarantine=2 * MIN
+        )
         end = h.now + 2 * MIN
         h.pool.report_outcome(report)
         h.advance(MIN)

@@ -350,13 +350,25 @@ class TestExtract:
         moved_to = _DEPARTURES[departure](h, leave)
         assert h.take(1, region="de").proxies == ()
         expected = {("region", "us"): len(stay), ("region", "de"): 0}
-        expected.update({(dim, value): len(stay) for dim, value in
-                         [("available", ""), ("upstream", "u1"), ("protocol", "http"),
-                          ("carrier", "att")]})  # fmt: skip
+        expected.update(
+            {
+                (dim, value): len(stay)
+                for dim, value in [
+                    ("available", ""),
+                    ("upstream", "u1"),
+                    ("protocol", "http"),
+                    ("carrier", "att"),
+                ]
+            }
+        )
         if moved_to is not None:  # still AVAILABLE, under another region
             expected[("region", moved_to)] = len(leave)
-            for name in [("available", ""), ("upstream", "u1"), ("protocol", "http"),
-                         ("carrier", "att")]:  # fmt: skip
+            for name in [
+                ("available", ""),
+                ("upstream", "u1"),
+                ("protocol", "http"),
+                ("carrier", "att"),
+            ]:
                 expected[name] += len(leave)
         sizes = {name: h.index_size(*name) for name in expected}
         assert sizes == expected

@@ -33,8 +33,12 @@ class TestHealth:
         h.stock("p1", region="us", carrier="att", protocol="socks5")
         h.mark(["p1"], state)
         assert h.take(1).proxies == ()
-        for dim, value in [("region", "us"), ("carrier", "att"), ("protocol", "socks5"),
-                           ("upstream", "u1")]:  # fmt: skip
+        for dim, value in [
+            ("region", "us"),
+            ("carrier", "att"),
+            ("protocol", "socks5"),
+            ("upstream", "u1"),
+        ]:
             assert h.take(1, **{dim: value}).proxies == ()
 
     def test_back_to_available_reenters(self, make_pool: PoolFactory):

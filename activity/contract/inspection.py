@@ -40,8 +40,9 @@ class TestBrowse:
             h.upsert([h.proxy(f"p{i}", ttl=10 * MIN + i * timedelta(seconds=1))])
         first = h.pool.browse(BrowseQuery(limit=3))
         assert ids(first) == ["p0", "p1", "p2"] and not first.partial
-        assert first.next == BrowseCursor(int(first.proxies[-1].expires_at.timestamp() * 1000),
-                                          "p2")  # fmt: skip
+        assert first.next == BrowseCursor(
+            int(first.proxies[-1].expires_at.timestamp() * 1000), "p2"
+        )
         second = h.pool.browse(BrowseQuery(limit=3, after=first.next))
         assert ids(second) == ["p3", "p4", "p5"]
         last = h.pool.browse(BrowseQuery(limit=3, after=second.next))

@@ -123,8 +123,13 @@ class TestOutcome:
         report(h, "a3", Outcome.OK)
         h.advance(2 * MIN)
         h.stock("b1")  # a fresh exit
-        h.upsert([h.proxy("n1", unique_key="key-a1"), h.proxy("n2", unique_key="key-a2"),
-                  h.proxy("n3", unique_key="key-a3")])  # fmt: skip
+        h.upsert(
+            [
+                h.proxy("n1", unique_key="key-a1"),
+                h.proxy("n2", unique_key="key-a2"),
+                h.proxy("n3", unique_key="key-a3"),
+            ]
+        )
         asked = ["n1", "n2", "n3", "b1", "unknown", "a1"]
         assert h.pool.quarantine_of(asked, h.now) == {
             "n1": frozenset({"x.example"}),

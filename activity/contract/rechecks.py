@@ -19,8 +19,9 @@ MIN = timedelta(minutes=1)
 POLICY = RecheckPolicy()  # 30 s floor, a tenth of what is left, nothing under 2 minutes left
 
 
-def due(h: PoolHarness, *, upstream: str = "u1", policy: RecheckPolicy = POLICY,
-        limit: int = 100) -> DueChecks:  # fmt: skip
+def due(
+    h: PoolHarness, *, upstream: str = "u1", policy: RecheckPolicy = POLICY, limit: int = 100
+) -> DueChecks:
     return h.pool.take_due_checks(upstream, h.now, policy, limit)
 
 
@@ -96,8 +97,11 @@ class TestRechecks:
         assert due_ids(h) == []
         h.advance(SEC)
         [check] = due(h).checks
-        assert (check.proxy_id, check.state, check.checked_at) == ("fetched", ProxyState.FETCHED,
-                                                                   None)  # fmt: skip
+        assert (check.proxy_id, check.state, check.checked_at) == (
+            "fetched",
+            ProxyState.FETCHED,
+            None,
+        )
         h.mark(["fetched"])  # its check: now an AVAILABLE proxy on the usual cadence
         h.advance(45 * SEC)
         assert due_ids(h) == []

@@ -121,8 +121,11 @@ class TestWorkerRuntime:
         """Worker 运行态 rule 2: version and epoch equal the ACK; an epoch ahead is refused."""
         h = make_pool()
         w = _World(h, "p1")
-        for bad in ({"epoch": w.ref.epoch + 1}, {"snapshot_version": w.ref.version + 1},
-                    {"epoch": w.ref.epoch - 1}):  # fmt: skip
+        for bad in (
+            {"epoch": w.ref.epoch + 1},
+            {"snapshot_version": w.ref.version + 1},
+            {"epoch": w.ref.epoch - 1},
+        ):
             with pytest.raises(ReportRejected) as err:
                 h.pool.write_report(w.report(sequence=1, **bad))
             assert err.value.reason == "snapshot_mismatch"
@@ -326,8 +329,14 @@ class TestRuntimeInput:
         w = _World(h, "p1")
         h.pool.write_report(w.report(w.entry("p1", 1)))
         before = h.pool.read_runtime("w1")
-        fields = {"worker_id": "w1", "session_id": "s1", "sequence": 2,
-                  "snapshot_version": w.ref.version, "epoch": w.ref.epoch, **fields}  # fmt: skip
+        fields = {
+            "worker_id": "w1",
+            "session_id": "s1",
+            "sequence": 2,
+            "snapshot_version": w.ref.version,
+            "epoch": w.ref.epoch,
+            **fields,
+        }
         with pytest.raises(InvalidBatch):
             h.pool.write_report(RuntimeReport(**fields))
         assert h.pool.read_runtime("w1") == before

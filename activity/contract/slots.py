@@ -18,8 +18,21 @@ class TestSlots:
     def test_managed_counts_the_adrs_states(self, make_pool: PoolFactory):
         """Slots: managed = FETCHED/CHECKING/AVAILABLE/SUSPECT/DRAINING of the upstream."""
         h = make_pool()
-        h.upsert([h.proxy(p) for p in ["fetched", "checking", "avail", "suspect", "unhealthy",
-                                       "removed", "extracted", "draining"]])  # fmt: skip
+        h.upsert(
+            [
+                h.proxy(p)
+                for p in [
+                    "fetched",
+                    "checking",
+                    "avail",
+                    "suspect",
+                    "unhealthy",
+                    "removed",
+                    "extracted",
+                    "draining",
+                ]
+            ]
+        )
         h.upsert([h.proxy("elsewhere")], upstream="u2")
         h.mark(["checking"], ProxyState.CHECKING)
         h.mark(["avail", "extracted", "draining"], ProxyState.AVAILABLE)

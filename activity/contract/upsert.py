@@ -126,10 +126,17 @@ class TestUpsert:
         h.stock("old", upstream="u1")
         h.stock("held", upstream="u2")
         h.take(1, upstream="u2")  # extracted: a terminal state
-        result = h.upsert([
-            h.proxy("n1"), h.proxy("old"), h.proxy("held"), h.proxy("n2"),
-            h.proxy("gone", ttl=timedelta(seconds=1)), h.proxy("n3"),
-        ], upstream="u1")  # fmt: skip
+        result = h.upsert(
+            [
+                h.proxy("n1"),
+                h.proxy("old"),
+                h.proxy("held"),
+                h.proxy("n2"),
+                h.proxy("gone", ttl=timedelta(seconds=1)),
+                h.proxy("n3"),
+            ],
+            upstream="u1",
+        )
         assert result.inserted_ids == ("n1", "n2", "n3")
         assert (result.inserted, result.refreshed, result.conflicts) == (3, 1, 1)
         assert result.dropped == 1  # inside its safety margin

@@ -242,8 +242,9 @@ class PoolState:
             kind, _, digest = kind_digest.partition(":")
             self.replays.pop((kind, digest), None)
 
-    def store_replay(self, kind: str, digest: str, request_digest: str, value: object,
-                     expires_ms: int) -> None:  # fmt: skip
+    def store_replay(
+        self, kind: str, digest: str, request_digest: str, value: object, expires_ms: int
+    ) -> None:
         self.replays[(kind, digest)] = Replay(request_digest, expires_ms, value)
         self.replay_expiry.add(f"{kind}:{digest}", expires_ms)
 

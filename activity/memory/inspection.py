@@ -98,16 +98,23 @@ class Inspector:
                 view = None
                 if runtime is not None:
                     view = RuntimeView(
-                        wid, runtime.session_id, runtime.sequence, runtime.snapshot_version,
+                        wid,
+                        runtime.session_id,
+                        runtime.sequence,
+                        runtime.snapshot_version,
                         runtime.epoch,
                         tuple(sorted(runtime.entries.values(), key=lambda e: e.proxy_id)),
                         from_ms(runtime.expires_ms),
                         None if runtime.reported_ms is None else from_ms(runtime.reported_ms),
-                    )  # fmt: skip
-                workers.append(WorkerStatus(
-                    s.sessions[wid].view(wid), view,
-                    len(s.worker_owned.get(wid) or ()), len(s.worker_draining.get(wid) or ()),
-                ))  # fmt: skip
+                    )
+                workers.append(
+                    WorkerStatus(
+                        s.sessions[wid].view(wid),
+                        view,
+                        len(s.worker_owned.get(wid) or ()),
+                        len(s.worker_draining.get(wid) or ()),
+                    )
+                )
             return LiveWorkers(tuple(workers), len(live) <= n)
 
     def _summary(self, rec: Record) -> ProxySummary:

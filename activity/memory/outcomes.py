@@ -49,9 +49,15 @@ class Outcomes:
                 raise OutcomeRejected("this proxy already has another outcome", reason="conflict")
             quarantined_until = None if stored.until_ms is None else from_ms(stored.until_ms)
             suspect = s.suspects.get(rec.key_digest, 0)
-            return OutcomeResult(p.proxy_id, rec.upstream_id, stored.outcome, stored.host,
-                                 replayed, quarantined_until,
-                                 from_ms(suspect) if suspect > now else None)  # fmt: skip
+            return OutcomeResult(
+                p.proxy_id,
+                rec.upstream_id,
+                stored.outcome,
+                stored.host,
+                replayed,
+                quarantined_until,
+                from_ms(suspect) if suspect > now else None,
+            )
 
     def quarantine_of(self, proxy_ids: Sequence[str], now: datetime) -> dict[str, frozenset[str]]:
         s = self._s

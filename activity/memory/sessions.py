@@ -150,8 +150,11 @@ class WorkerSessions:
             for pid, _ in pending.first(n):
                 t = s.tickets[pid]
                 began = None if t.began_ms is None else from_ms(t.began_ms)
-                out.append(DrainTicket(pid, worker_id, t.assignment_epoch, t.required_epoch,
-                                       t.snapshot, began))  # fmt: skip
+                out.append(
+                    DrainTicket(
+                        pid, worker_id, t.assignment_epoch, t.required_epoch, t.snapshot, began
+                    )
+                )
             return out
 
     # ------------------------------------------------------------------ ReportWriter

@@ -269,8 +269,18 @@ def _standing(rec: Record, p: PreparedRecheck) -> int | Literal[True]:
 
 def _due_check(rec: Record) -> DueCheck:
     checked = None if rec.checked_ms is None else from_ms(rec.checked_ms)
-    return DueCheck(rec.proxy_id, rec.upstream_id, rec.state, rec.host, rec.port, rec.protocol,
-                    checked, from_ms(rec.usable_ms), rec.username, rec.password)  # fmt: skip
+    return DueCheck(
+        rec.proxy_id,
+        rec.upstream_id,
+        rec.state,
+        rec.host,
+        rec.port,
+        rec.protocol,
+        checked,
+        from_ms(rec.usable_ms),
+        rec.username,
+        rec.password,
+    )
 
 
 def _apply_candidate(rec: Record, cand: PreparedProxy) -> None:

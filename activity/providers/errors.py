@@ -62,8 +62,9 @@ class VendorError(ProviderError):
         """The same error with every value the request carried taken out of what the vendor
         said (the only vendor-supplied text an error holds)."""
         code, message = self._said
-        return VendorError(secrets.redact(code, cut=True), secrets.redact(message, cut=True),
-                           self.next_step)  # fmt: skip
+        return VendorError(
+            secrets.redact(code, cut=True), secrets.redact(message, cut=True), self.next_step
+        )
 
 
 def clean_message(message: str) -> str:

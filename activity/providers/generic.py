@@ -16,8 +16,17 @@ from activity.providers.presets import Format, UpstreamOptions
 FIELD_NAMES = frozenset(
     f.name for f in dataclass_fields(EntryFields) if f.name not in ("protocols", "port_by_protocol")
 )
-JSON_KEYS = frozenset({"list_path", "fields", "expiry", "success_path", "success_value",
-                       "error_code_path", "error_message_path"})  # fmt: skip
+JSON_KEYS = frozenset(
+    {
+        "list_path",
+        "fields",
+        "expiry",
+        "success_path",
+        "success_value",
+        "error_code_path",
+        "error_message_path",
+    }
+)
 TEXT_KEYS = frozenset({"line", "expiry"})
 
 
@@ -77,6 +86,11 @@ def text_reader(settings: Mapping[str, Any], options: UpstreamOptions) -> Format
     shape = LineFormat(line)
     default = "seconds_left" if shape is LineFormat.HOST_PORT_SECONDS else "none"
     expiry = _expiry({"expiry": settings.get("expiry", default)}, options)
-    return TextFormat(shape, options.protocol, expiry, options.max_entries,
-                      allow_local_hosts=options.allow_local_hosts,
-                      separator=options.separator)  # fmt: skip
+    return TextFormat(
+        shape,
+        options.protocol,
+        expiry,
+        options.max_entries,
+        allow_local_hosts=options.allow_local_hosts,
+        separator=options.separator,
+    )

@@ -103,9 +103,12 @@ class JsonFormat:
     def _lines(self) -> TextFormat:
         assert self.string_entries is not None
         return TextFormat(
-            self.string_entries, self.protocol, self.expiry, self.max_entries,
+            self.string_entries,
+            self.protocol,
+            self.expiry,
+            self.max_entries,
             allow_local_hosts=self.allow_local_hosts,
-        )  # fmt: skip
+        )
 
     def parse(self, body: bytes, sent_at: datetime) -> ParsedResponse:
         if len(body) > MAX_BODY:

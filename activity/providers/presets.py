@@ -94,9 +94,12 @@ def _json(form: ExpiryForm, **shape: Any) -> Builder:
     def build(o: UpstreamOptions, zone: str) -> Format:
         expiry = ExpiryRule(form, o.default_lifetime, zone)
         return JsonFormat(
-            protocol=o.protocol, max_entries=o.max_entries, expiry=expiry,
-            allow_local_hosts=o.allow_local_hosts, **shape,
-        )  # fmt: skip
+            protocol=o.protocol,
+            max_entries=o.max_entries,
+            expiry=expiry,
+            allow_local_hosts=o.allow_local_hosts,
+            **shape,
+        )
 
     return build
 
@@ -107,9 +110,14 @@ def _seconds_lines(codes: Mapping[str, NextStep]) -> Builder:
     def build(o: UpstreamOptions, zone: str) -> Format:
         expiry = ExpiryRule(ExpiryForm.SECONDS_LEFT, o.default_lifetime, zone)
         return TextFormat(
-            LineFormat.HOST_PORT_SECONDS, o.protocol, expiry, o.max_entries, codes,
-            allow_local_hosts=o.allow_local_hosts, separator=o.separator,
-        )  # fmt: skip
+            LineFormat.HOST_PORT_SECONDS,
+            o.protocol,
+            expiry,
+            o.max_entries,
+            codes,
+            allow_local_hosts=o.allow_local_hosts,
+            separator=o.separator,
+        )
 
     return build
 
@@ -117,63 +125,107 @@ def _seconds_lines(codes: Mapping[str, NextStep]) -> Builder:
 #: Success is ``code`` equal to ``value``; the error's code and message are ``code``, ``msg``.
 def _code_is(value: str, codes: Mapping[str, NextStep]) -> dict[str, Any]:
     return {
-        "success_path": "code", "success_value": value, "error_code_path": "code",
-        "error_message_path": "msg", "vendor_codes": codes,
-    }  # fmt: skip
+        "success_path": "code",
+        "success_value": value,
+        "error_code_path": "code",
+        "error_message_path": "msg",
+        "vendor_codes": codes,
+    }
 
 
 _KUAIDAILI_JSON = _json(
-    ExpiryForm.SECONDS_LEFT, list_path="data.proxy_list",
-    string_entries=LineFormat.HOST_PORT_SECONDS, **_code_is("0", _KUAIDAILI),
-)  # fmt: skip
+    ExpiryForm.SECONDS_LEFT,
+    list_path="data.proxy_list",
+    string_entries=LineFormat.HOST_PORT_SECONDS,
+    **_code_is("0", _KUAIDAILI),
+)
 _ZHIMA_JSON = _json(
-    ExpiryForm.LOCAL_DATETIME, list_path="data",
+    ExpiryForm.LOCAL_DATETIME,
+    list_path="data",
     fields=EntryFields(expiry="expire_time", region="city", carrier="isp"),
     **_code_is("0", _ZHIMA),
-)  # fmt: skip
+)
 # Xiequ's "success" is a string that can say "true" beside an error code: code decides.
 _XIEQU_JSON = _json(
-    ExpiryForm.NONE, list_path="data", fields=EntryFields(host="IP", port="Port"),
+    ExpiryForm.NONE,
+    list_path="data",
+    fields=EntryFields(host="IP", port="Port"),
     **_code_is("0", {}),
-)  # fmt: skip
+)
 _WEBSHARE_LIST = _json(
-    ExpiryForm.NONE, list_path="results",
-    fields=EntryFields(host="proxy_address", username="username", password="password",  # noqa: S106
-                       region="country_code", valid="valid"),
-)  # fmt: skip
+    ExpiryForm.NONE,
+    list_path="results",
+    fields=EntryFields(
+        host="proxy_address",
+        username="username",
+        password="password",  # noqa: S106 - a field name, not a password
+        region="country_code",
+        valid="valid",
+    ),
+)
 _PROXY_SELLER_LIST = _json(
-    ExpiryForm.DATE_ONLY, list_path="data.items",
-    fields=EntryFields(port="port_http", port_by_protocol={"socks5": "port_socks"},
-                       username="login", password="password",  # noqa: S106
-                       expiry="date_end", region="country"),
-    success_path="status", success_value="success", error_code_path="errors.0.code",
-    error_message_path="errors.0.message", vendor_codes=_PROXY_SELLER,
+    ExpiryForm.DATE_ONLY,
+    list_path="data.items",
+    fields=EntryFields(
+        port="port_http",
+        port_by_protocol={"socks5": "port_socks"},
+        username="login",
+        password="password",  # noqa: S106 - a field name, not a password
+        expiry="date_end",
+        region="country",
+    ),
+    success_path="status",
+    success_value="success",
+    error_code_path="errors.0.code",
+    error_message_path="errors.0.message",
+    vendor_codes=_PROXY_SELLER,
     vendor_messages=_PROXY_SELLER_MESSAGES,
-)  # fmt: skip
+)
 _THORDATA_ISP = _json(
-    ExpiryForm.UNIX_SECONDS, list_path="data",
-    fields=EntryFields(username="user", password="pwd", expiry="expireTime",  # noqa: S106
-                       region="country"),
+    ExpiryForm.UNIX_SECONDS,
+    list_path="data",
+    fields=EntryFields(
+        username="user",
+        password="pwd",  # noqa: S106 - a field name, not a password
+        expiry="expireTime",
+        region="country",
+    ),
     **_code_is("200", _THORDATA),
-)  # fmt: skip
+)
 
 
 PRESETS: Mapping[str, Preset] = {
     preset.name: preset
     for preset in (
-        Preset("kuaidaili_getdps_json", "Kuaidaili getdps, JSON, f_et=1", "Asia/Shanghai",
-               _KUAIDAILI_JSON),
+        Preset(
+            "kuaidaili_getdps_json",
+            "Kuaidaili getdps, JSON, f_et=1",
+            "Asia/Shanghai",
+            _KUAIDAILI_JSON,
+        ),
         # Text presets read one proxy per line, or per UpstreamOptions.separator.
-        Preset("kuaidaili_getdps_text", "Kuaidaili getdps, text, f_et=1", "Asia/Shanghai",
-               _seconds_lines(_KUAIDAILI)),
-        Preset("juliang_postpay_text", "Juliang postpay/getips, text, ip_remain=1",
-               "Asia/Shanghai", _seconds_lines({})),
-        Preset("zhima_getip_json", "Zhima getip, JSON (type=2, ts=1, ys=1, cs=1)",
-               "Asia/Shanghai", _ZHIMA_JSON),
+        Preset(
+            "kuaidaili_getdps_text",
+            "Kuaidaili getdps, text, f_et=1",
+            "Asia/Shanghai",
+            _seconds_lines(_KUAIDAILI),
+        ),
+        Preset(
+            "juliang_postpay_text",
+            "Juliang postpay/getips, text, ip_remain=1",
+            "Asia/Shanghai",
+            _seconds_lines({}),
+        ),
+        Preset(
+            "zhima_getip_json",
+            "Zhima getip, JSON (type=2, ts=1, ys=1, cs=1)",
+            "Asia/Shanghai",
+            _ZHIMA_JSON,
+        ),
         Preset("xiequ_json", "Xiequ GetIp, JSON", "Asia/Shanghai", _XIEQU_JSON),
         Preset("webshare_list", "Webshare proxy/list (one page)", "UTC", _WEBSHARE_LIST),
         # Proxy-Seller's dates name no zone; UTC unless the upstream says otherwise.
         Preset("proxy_seller_list", "Proxy-Seller proxy/list/{type}", "UTC", _PROXY_SELLER_LIST),
         Preset("thordata_isp", "Thordata ISP queryListIsp", "UTC", _THORDATA_ISP),
     )
-}  # fmt: skip
+}

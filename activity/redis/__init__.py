@@ -290,8 +290,9 @@ class RedisPool:
             self.options.scan_budget,
             "1" if p.available else "0",
         )
-        checks = tuple(due_check(state, checked, static) for state, checked, static in
-                       as_list(reply["checks"]))  # fmt: skip
+        checks = tuple(
+            due_check(state, checked, static) for state, checked, static in as_list(reply["checks"])
+        )
         return DueChecks(checks, bool(reply["complete"]))
 
     # ------------------------------------------------------------------ SlotsReader

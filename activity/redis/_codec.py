@@ -114,8 +114,13 @@ def extracted(p: list[Any]) -> ExtractedProxy:
     )
 
 
-def proxy_summary(state: str, checked_ms: int | None, extracted_by: str | None,
-                  worker_id: str | None, p: list[Any]) -> ProxySummary:  # fmt: skip
+def proxy_summary(
+    state: str,
+    checked_ms: int | None,
+    extracted_by: str | None,
+    worker_id: str | None,
+    p: list[Any],
+) -> ProxySummary:
     """A browse or detail row: the hot fields browse.lua read, and the static JSON (whose
     password is dropped here: a summary never holds one)."""
     return ProxySummary(

@@ -36,9 +36,18 @@ class InspectionCalls:
     def browse(self, query: BrowseQuery) -> BrowsePage:
         q = prepare_browse(query, self.options)
         reply = self._scripts.call(
-            "browse", self._now(), q.upstream, q.state, q.protocol, q.region, q.carrier,
-            "" if q.after_ms is None else q.after_ms, q.after_id, q.limit, q.budget,
-        )  # fmt: skip
+            "browse",
+            self._now(),
+            q.upstream,
+            q.state,
+            q.protocol,
+            q.region,
+            q.carrier,
+            "" if q.after_ms is None else q.after_ms,
+            q.after_id,
+            q.limit,
+            q.budget,
+        )
         proxies = tuple(proxy_summary(*row) for row in as_list(reply["proxies"]))
         after = reply.get("next")
         return BrowsePage(

@@ -55,11 +55,13 @@ def limits(value: object) -> tuple[int, int, int]:
         raise InvalidRequest("limits must be AccountLimits")
     per_second = per_minute = 0
     if value.calls_per_second is not None:
-        per_second = count(value.calls_per_second, "calls_per_second", low=1,
-                           high=MAX_CALLS_PER_SECOND)  # fmt: skip
+        per_second = count(
+            value.calls_per_second, "calls_per_second", low=1, high=MAX_CALLS_PER_SECOND
+        )
     if value.calls_per_minute is not None:
-        per_minute = count(value.calls_per_minute, "calls_per_minute", low=1,
-                           high=MAX_CALLS_PER_MINUTE)  # fmt: skip
+        per_minute = count(
+            value.calls_per_minute, "calls_per_minute", low=1, high=MAX_CALLS_PER_MINUTE
+        )
     concurrency = count(value.concurrency, "concurrency", low=1, high=MAX_CONCURRENCY)
     proxies_limit(value)  # checked with the rest, though a claim does not use it
     return concurrency, per_second, per_minute
@@ -71,8 +73,7 @@ def proxies_limit(value: object) -> int:
         raise InvalidRequest("limits must be AccountLimits")
     if value.proxies_per_minute is None:
         return 0
-    return count(value.proxies_per_minute, "proxies_per_minute", low=1,
-                 high=MAX_PROXIES_PER_MINUTE)  # fmt: skip
+    return count(value.proxies_per_minute, "proxies_per_minute", low=1, high=MAX_PROXIES_PER_MINUTE)
 
 
 def wanted(value: object) -> int:

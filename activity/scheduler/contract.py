@@ -120,8 +120,9 @@ class TestLeases:
             sched.schedule("a1", f"u{n}", T0)
         first = claimed(sched.claim(T0, "a1", AccountLimits(concurrency=2), LEASE))
         claimed(sched.claim(T0 + MS, "a1", AccountLimits(concurrency=2), LEASE))
-        full = refused(sched.claim(T0 + MS, "a1", AccountLimits(concurrency=2), LEASE),
-                       Refusal.CONCURRENCY)  # fmt: skip
+        full = refused(
+            sched.claim(T0 + MS, "a1", AccountLimits(concurrency=2), LEASE), Refusal.CONCURRENCY
+        )
         assert full.retry_after == LEASE - MS  # the first lease to end
         sched.finish(T0 + 2 * MS, first, T0 + LEASE)
         assert claimed(sched.claim(T0 + 2 * MS, "a1", AccountLimits(concurrency=2), LEASE))
@@ -232,8 +233,9 @@ class TestRequests:
         assert sched.request(T0 + LEASE + MS, "a1", "u1", timedelta(0)) is RequestOutcome.ACCEPTED
         behind = claimed(sched.claim(T0 + LEASE - timedelta(seconds=1), "a1", MANY, LEASE))
         assert behind.upstream_id == "u2"  # u1's lease is live by this clock
-        refused(sched.claim(T0 + LEASE - timedelta(seconds=1), "a1", MANY, LEASE),
-                Refusal.NOTHING_DUE)  # fmt: skip
+        refused(
+            sched.claim(T0 + LEASE - timedelta(seconds=1), "a1", MANY, LEASE), Refusal.NOTHING_DUE
+        )
 
     def test_a_request_made_while_a_lost_fetch_ran_is_served_by_its_next_claim_once(self, sched):
         sched.schedule("a1", "u1", T0)
@@ -447,8 +449,9 @@ class TestStatus:
         limits = AccountLimits(concurrency=2, proxies_per_minute=100)
         sched.schedule("a1", "u1", T0)
         sched.schedule("a1", "u2", T0 + timedelta(minutes=5))
-        assert sched.status(T0, "a1", "u2") == FetchStatus(T0 + timedelta(minutes=5), None,
-                                                           None, 0, 0)  # fmt: skip
+        assert sched.status(T0, "a1", "u2") == FetchStatus(
+            T0 + timedelta(minutes=5), None, None, 0, 0
+        )
         claim = claimed(sched.claim(T0, "a1", limits, LEASE))
         assert sched.take_proxies(T0, claim, limits, 30) == 30
         sched.give_back_proxies(T0 + MS, claim, 10, T0)
@@ -460,7 +463,10 @@ class TestStatus:
         sched.finish(T0 + timedelta(seconds=1), claim, T0 + timedelta(minutes=10))
         done = sched.status(T0 + timedelta(seconds=1), "a1", "u1")
         assert (done.due_at, done.running_until, done.requested_at) == (
-            T0 + timedelta(minutes=10), None, T0 + MS)  # fmt: skip
+            T0 + timedelta(minutes=10),
+            None,
+            T0 + MS,
+        )
         later = sched.status(T0 + timedelta(minutes=1), "a1", "u1")
         assert (later.calls_last_minute, later.proxies_last_minute) == (0, 0)  # left the window
 

@@ -27,9 +27,18 @@ from activity.scheduler.types import (
 
 _DIR = LUA_DIR / "scheduler"
 OPERATIONS = (
-    "schedule", "forget", "drop_account", "claim", "renew", "take_call", "take_proxies",
-    "give_back_proxies", "finish", "request", "status",
-)  # fmt: skip
+    "schedule",
+    "forget",
+    "drop_account",
+    "claim",
+    "renew",
+    "take_call",
+    "take_proxies",
+    "give_back_proxies",
+    "finish",
+    "request",
+    "status",
+)
 _WRAPPER = (
     "redis.register_function('{name}_{suffix}', function(KEYS, ARGV)\n"
     "  bind(KEYS[1], ARGV[1])\n"
@@ -105,8 +114,16 @@ class RedisScheduler:
         account_id, upstream_id, claim_token = _checks.claim(claim)
         now_ms, asked = _checks.instant(now), _checks.wanted(wanted)
         most = _checks.proxies_limit(limits)
-        granted = self._call("take_proxies", account_id, upstream_id, claim_token, now_ms, most,
-                             asked, MAX_GRANTS_PER_MINUTE)  # fmt: skip
+        granted = self._call(
+            "take_proxies",
+            account_id,
+            upstream_id,
+            claim_token,
+            now_ms,
+            most,
+            asked,
+            MAX_GRANTS_PER_MINUTE,
+        )
         return int(granted)
 
     def give_back_proxies(
@@ -115,8 +132,9 @@ class RedisScheduler:
         account_id, upstream_id, claim_token = _checks.claim(claim)
         now_ms, returned = _checks.instant(now), _checks.wanted(count)
         taken_ms = min(_checks.instant(taken_at, "taken_at"), now_ms)
-        self._call("give_back_proxies", account_id, upstream_id, claim_token, now_ms, returned,
-                   taken_ms)  # fmt: skip
+        self._call(
+            "give_back_proxies", account_id, upstream_id, claim_token, now_ms, returned, taken_ms
+        )
 
     def finish(self, now: datetime, claim: Claim, next_due_at: datetime) -> None:
         account_id, upstream_id, claim_token = _checks.claim(claim)
