@@ -98,8 +98,14 @@ def notify(alert: Alert, event: str) -> None:
         if notifier == "email" and settings.ALERT_EMAIL_TO:
             send_mail(f"[proxy pool] {text[:120]}", text, None, settings.ALERT_EMAIL_TO)
         elif notifier == "webhook" and settings.ALERT_WEBHOOK_URL:
-            body = {"event": event, "upstream": alert.upstream.name, "kind": alert.kind,
-                    "failures": alert.failures, "detail": alert.detail, "text": text}  # fmt: skip
+            body = {
+                "event": event,
+                "upstream": alert.upstream.name,
+                "kind": alert.kind,
+                "failures": alert.failures,
+                "detail": alert.detail,
+                "text": text,
+            }
             # 5 s per step (connect, send, first byte); the reply's body is never read.
             with httpx.stream("POST", settings.ALERT_WEBHOOK_URL, json=body, timeout=5) as reply:
                 reply.raise_for_status()

@@ -32,8 +32,12 @@ def room_for_connections(wanted: int) -> int:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         soft = target
     if soft != resource.RLIM_INFINITY and soft < wanted:
-        logger.warning("open files limited to %d, %d wanted: raise the hard limit (ulimit -Hn), "
-                       "or run fewer threads", soft, wanted)  # fmt: skip
+        logger.warning(
+            "open files limited to %d, %d wanted: raise the hard limit (ulimit -Hn), "
+            "or run fewer threads",
+            soft,
+            wanted,
+        )
     return soft
 
 

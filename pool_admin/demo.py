@@ -51,9 +51,16 @@ def proxy_list(request: HttpRequest) -> HttpResponse:
     proxies = [p for p in read_listing(settings.RUN_DIR) if p.get("protocol") == protocol]
     secrets.SystemRandom().shuffle(proxies)
     results = [
-        {"id": f"demo-{n}", "username": p["username"], "password": p["password"],
-         "proxy_address": p["host"], "port": p["port"], "valid": True, "country_code": "US",
-         "city_name": "Loopback"}
+        {
+            "id": f"demo-{n}",
+            "username": p["username"],
+            "password": p["password"],
+            "proxy_address": p["host"],
+            "port": p["port"],
+            "valid": True,
+            "country_code": "US",
+            "city_name": "Loopback",
+        }
         for n, p in enumerate(proxies[:page])
-    ]  # fmt: skip
+    ]
     return _json(200, {"count": len(results), "next": None, "previous": None, "results": results})

@@ -54,24 +54,40 @@ class DemoProxies:
         saved = last.get("ports")
         ports: list[object] = saved if isinstance(saved, list) else []
         wanted = [_port(ports[n] if n < len(ports) else None) for n in range(1 + SOCKS_SERVERS)]
-        http = Tinyproxy(self.directory, *http_logins[0], port=wanted[0],
-                         more_users=http_logins[1:])  # fmt: skip
+        http = Tinyproxy(
+            self.directory, *http_logins[0], port=wanted[0], more_users=http_logins[1:]
+        )
         self.servers.append(http)
         http.start()
         entries = [
-            {"protocol": "http", "host": "127.0.0.1", "port": http.port, "username": u,
-             "password": p}
+            {
+                "protocol": "http",
+                "host": "127.0.0.1",
+                "port": http.port,
+                "username": u,
+                "password": p,
+            }
             for u, p in http_logins
-        ]  # fmt: skip
+        ]
         for n, login in enumerate(socks_logins):
             socks = Microsocks(self.directory, *login, port=wanted[1 + n])
             self.servers.append(socks)
             socks.start()
-            entries.append({"protocol": "socks5", "host": "127.0.0.1", "port": socks.port,
-                            "username": socks.username, "password": socks.password})  # fmt: skip
+            entries.append(
+                {
+                    "protocol": "socks5",
+                    "host": "127.0.0.1",
+                    "port": socks.port,
+                    "username": socks.username,
+                    "password": socks.password,
+                }
+            )
         write_private(self.listing, json.dumps({"proxies": entries}))
-        state = {"ports": [server.port for server in self.servers],
-                 "http_logins": http_logins, "socks_logins": socks_logins}  # fmt: skip
+        state = {
+            "ports": [server.port for server in self.servers],
+            "http_logins": http_logins,
+            "socks_logins": socks_logins,
+        }
         write_private(self.state, json.dumps(state))
         return entries
 

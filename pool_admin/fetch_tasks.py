@@ -104,8 +104,9 @@ def _warn_if_threads_short(wanted: int) -> None:
         logger.warning(
             "the enabled accounts may run %d fetches at once, the fetch worker %d "
             "(FETCH_WORKER_THREADS): a slow vendor may delay other accounts' fetches",
-            wanted, threads,
-        )  # fmt: skip
+            wanted,
+            threads,
+        )
     _threads_warned_for = wanted if wanted > threads else 0
 
 
@@ -191,10 +192,15 @@ def run_fetch(payload: dict[str, Any]) -> FetchReport | None:
         _finish_unfetched(claim, clock, upstream)
         return None
     job = FetchJob(
-        plan, pool=get_pool(), scheduler=scheduler(), claim=claim,
-        limits=upstream.account.limits, lease=settings.FETCH_LEASE,
-        handover=fetch_credentials(), clock=clock,
-    )  # fmt: skip
+        plan,
+        pool=get_pool(),
+        scheduler=scheduler(),
+        claim=claim,
+        limits=upstream.account.limits,
+        lease=settings.FETCH_LEASE,
+        handover=fetch_credentials(),
+        clock=clock,
+    )
     try:
         report = job.run()
     except LeaseLost:  # a redelivered task whose claim is spent or lost: nothing done
@@ -212,9 +218,11 @@ def run_fetch(payload: dict[str, Any]) -> FetchReport | None:
         r = exc.report.reconcile
         # Each new proxy gets one health update (its check, or trusted, or not checkable).
         unchecked = r.inserted - sum(exc.report.checks.states.values())
-        said = (f"{type(exc.cause).__name__} after taking in {r.inserted} new proxies "
-                f"({unchecked} unchecked, out of extraction until a recheck) and refreshing "
-                f"{r.refreshed}")  # fmt: skip
+        said = (
+            f"{type(exc.cause).__name__} after taking in {r.inserted} new proxies "
+            f"({unchecked} unchecked, out of extraction until a recheck) and refreshing "
+            f"{r.refreshed}"
+        )
         logger.error("fetch %s stopped on our side: %s", claim.upstream_id, said)
         emit_event("fetch_failed", upstream=claim.upstream_id, error="our_side")
         _emit_usage(upstream.name, exc.report)
@@ -231,9 +239,15 @@ def run_fetch(payload: dict[str, Any]) -> FetchReport | None:
         logging.INFO if r.asked else logging.DEBUG,
         "fetch %s: asked %d, received %d, inserted %d, refreshed %d, dropped %s, "
         "checked %d, states %s",
-        upstream.name, r.asked, r.received, r.inserted, r.refreshed, drops_of(report),
-        checks.checked, checks.states,
-    )  # fmt: skip
+        upstream.name,
+        r.asked,
+        r.received,
+        r.inserted,
+        r.refreshed,
+        drops_of(report),
+        checks.checked,
+        checks.states,
+    )
     return report
 
 
@@ -263,13 +277,25 @@ def _emit_usage(upstream: str, report: FetchReport) -> None:
     r = report.reconcile
     if not r.asked:
         return
-    emit_event("fetch", upstream=upstream, received=r.received, inserted=r.inserted,
-               refreshed=r.refreshed, available=report.checks.states.get("available", 0),
-               dropped=drops_of(report))  # fmt: skip
+    emit_event(
+        "fetch",
+        upstream=upstream,
+        received=r.received,
+        inserted=r.inserted,
+        refreshed=r.refreshed,
+        available=report.checks.states.get("available", 0),
+        dropped=drops_of(report),
+    )
     checks = report.checks
     if checks.checked:
-        emit_event("check", upstream=upstream, source="intake", states=checks.states,
-                   latency_ms=checks.latency_ms, timed=checks.timed)  # fmt: skip
+        emit_event(
+            "check",
+            upstream=upstream,
+            source="intake",
+            states=checks.states,
+            latency_ms=checks.latency_ms,
+            timed=checks.timed,
+        )
 
 
 def drops_of(report: FetchReport) -> dict[str, int]:
@@ -277,10 +303,15 @@ def drops_of(report: FetchReport) -> dict[str, int]:
     pool's), only the reasons that occurred."""
     r = report.reconcile
     dropped = {reason.value: n for reason, n in r.dropped.items()}
-    dropped |= {"beyond_ask": r.beyond_ask, "duplicate": r.duplicates,
-                "over_capacity": r.over_capacity, "conflict": r.conflicts,
-                "quarantined": r.quarantined, "rejected": r.rejected,
-                "terminal": r.skipped_terminal}  # fmt: skip
+    dropped |= {
+        "beyond_ask": r.beyond_ask,
+        "duplicate": r.duplicates,
+        "over_capacity": r.over_capacity,
+        "conflict": r.conflicts,
+        "quarantined": r.quarantined,
+        "rejected": r.rejected,
+        "terminal": r.skipped_terminal,
+    }
     return {reason: n for reason, n in dropped.items() if n}
 
 
@@ -300,8 +331,9 @@ def _record_alerts(upstream: Upstream, report: FetchReport) -> None:
     if checks.checked >= 4:  # too few checks say nothing about a rate
         bad = checks.states.get("unhealthy", 0) + checks.states.get("suspect", 0)
         share = f"{bad} of {checks.checked} fetched proxies failed their check"
-        alerts.record(upstream, Alert.Kind.CHECKS_FAILING, failed=2 * bad > checks.checked,
-                      detail=share)  # fmt: skip
+        alerts.record(
+            upstream, Alert.Kind.CHECKS_FAILING, failed=2 * bad > checks.checked, detail=share
+        )
     if upstream.low_water_mark:
         # What the fetch read (max_size less its deficit: it asked, so it was under max_size)
         # and what it added: no second read of the inventory per fetch.

@@ -73,9 +73,12 @@ class ForwardProxy:
         with self.logfile.open("ab") as log:
             # Own session: a terminal Ctrl-C reaches the launcher, which stops it in order.
             self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, a Debian binary
-                self.argv(), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                self.argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -158,5 +161,14 @@ class Microsocks(ForwardProxy):
     binary_name = "microsocks"
 
     def argv(self) -> list[str]:
-        return [self.binary, "-i", "127.0.0.1", "-p", str(self.port),
-                "-u", self.username, "-P", self.password]  # fmt: skip
+        return [
+            self.binary,
+            "-i",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "-u",
+            self.username,
+            "-P",
+            self.password,
+        ]

@@ -238,20 +238,44 @@ def web_command(bind: str, workers: int | None = None) -> list[str]:
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104  (":8000": every interface)
     count = workers if workers is not None else os.cpu_count() or 1
     return [
-        sys.executable, "-m", "granian", "--interface", "rsgi", WEB_APPLICATION,
-        "--host", host, "--port", port, "--http", "1",
-        "--workers", str(count), "--loop", "uvloop", "--backpressure", str(WEB_BACKPRESSURE),
+        sys.executable,
+        "-m",
+        "granian",
+        "--interface",
+        "rsgi",
+        WEB_APPLICATION,
+        "--host",
+        host,
+        "--port",
+        port,
+        "--http",
+        "1",
+        "--workers",
+        str(count),
+        "--loop",
+        "uvloop",
+        "--backpressure",
+        str(WEB_BACKPRESSURE),
         "--no-ws",
-        "--workers-kill-timeout", str(WEB_GRACE_S),
-    ]  # fmt: skip
+        "--workers-kill-timeout",
+        str(WEB_GRACE_S),
+    ]
 
 
 def worker_options(queue: str, threads: int) -> list[str]:
     """A Celery worker's options for one queue: a pool of ``threads`` threads (the tasks wait
     on vendors, proxies and Redis, not on the CPU; a thread each is what lets a slow vendor
     delay only its own fetch), no gossip or mingle (nothing here uses them)."""
-    return ["-Q", queue, "--pool", "threads", "--concurrency", str(threads),
-            "--without-gossip", "--without-mingle"]  # fmt: skip
+    return [
+        "-Q",
+        queue,
+        "--pool",
+        "threads",
+        "--concurrency",
+        str(threads),
+        "--without-gossip",
+        "--without-mingle",
+    ]
 
 
 def child_commands(bind: str) -> list[tuple[str, list[str]]]:
@@ -303,8 +327,10 @@ def main() -> int:
         if with_demo:
             entries = demo.start()
             ports = sorted({entry["port"] for entry in entries})
-            say(f"demo provider: {len(entries)} local proxies (tinyproxy and microsocks) on "
-                f"ports {', '.join(map(str, ports))}; DEMO=0 turns it off")  # fmt: skip
+            say(
+                f"demo provider: {len(entries)} local proxies (tinyproxy and microsocks) on "
+                f"ports {', '.join(map(str, ports))}; DEMO=0 turns it off"
+            )
             steps.append(["ensure_demo", "--base-url", base_url])
         for step in steps:
             stop.check()

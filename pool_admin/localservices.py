@@ -214,9 +214,23 @@ class RedisServer:
         if self.running:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        argv = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(self.directory),
-                "--logfile", str(self.logfile), "--daemonize", "no"]  # fmt: skip
+        argv = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(self.directory),
+            "--logfile",
+            str(self.logfile),
+            "--daemonize",
+            "no",
+        ]
         # Own session: a terminal Ctrl-C must not kill it before its users are stopped.
         self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own binary
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
@@ -392,8 +406,17 @@ class PostgresCluster:
         if os.geteuid() == 0:
             shutil.chown(self.datadir, "postgres", "postgres")
         self.datadir.chmod(0o700)
-        argv = [str(self.bindir / "initdb"), "-D", str(self.datadir), "--auth=trust",
-                "-U", "postgres", "-E", "UTF8", "--locale=C"]  # fmt: skip
+        argv = [
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.datadir),
+            "--auth=trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]
         if self.fast:
             argv.append("--no-sync")
         say(f"initdb {self.datadir}")
@@ -407,15 +430,35 @@ class PostgresCluster:
         options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.datadir}"
         if self.fast:
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        argv = [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.logfile),
-                "-w", "-t", str(timeout), "-o", options, "start"]  # fmt: skip
+        argv = [
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.datadir),
+            "-l",
+            str(self.logfile),
+            "-w",
+            "-t",
+            str(timeout),
+            "-o",
+            options,
+            "start",
+        ]
         self._run(argv, f"pg_ctl start (port {self.port})")
 
     def stop(self, timeout: int = 30) -> None:
         if self.pid is None:
             return
-        argv = [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "fast",
-                "-w", "-t", str(timeout), "stop"]  # fmt: skip
+        argv = [
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.datadir),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            str(timeout),
+            "stop",
+        ]
         self._run(argv, "pg_ctl stop")
 
     def __enter__(self) -> PostgresCluster:
@@ -434,10 +477,12 @@ class PostgresCluster:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pool_admin.localservices")
     sub = parser.add_subparsers(dest="command", required=True)
-    install = sub.add_parser("install", help="apt-get install the servers the project runs, "
-                             "if missing")  # fmt: skip
-    install.add_argument("--tests", action="store_true",
-                         help="and what the tests need besides (Chromium)")  # fmt: skip
+    install = sub.add_parser(
+        "install", help="apt-get install the servers the project runs, if missing"
+    )
+    install.add_argument(
+        "--tests", action="store_true", help="and what the tests need besides (Chromium)"
+    )
     sub.add_parser("status", help="say whether REDIS_URL and DATABASE_URL answer")
     args = parser.parse_args(argv)
     if args.command == "install":

@@ -91,7 +91,10 @@ class LogBatches:
             if dropped:  # not to self.logger: its lines may be read as all of one format
                 _logger.warning(
                     "%s: %d %s dropped, over %d were queued",
-                    self.name, dropped, self.unit, self.max_queued,
-                )  # fmt: skip
+                    self.name,
+                    dropped,
+                    self.unit,
+                    self.max_queued,
+                )
             if lines:
                 self.logger.info("%s", "\n".join(lines))

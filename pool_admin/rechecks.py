@@ -78,18 +78,35 @@ def run_checks(upstream_name: str) -> RecheckReport | None:
     total = RecheckReport()
     for _ in range(MAX_ROUNDS):
         report = recheck(
-            upstream.name, pool=pool, check=target, timeout=upstream.check_timeout_ms / 1000,
-            concurrency=CHECK_CONCURRENCY, clock=clock, limit=CHECK_CONCURRENCY, policy=policy,
-        )  # fmt: skip
+            upstream.name,
+            pool=pool,
+            check=target,
+            timeout=upstream.check_timeout_ms / 1000,
+            concurrency=CHECK_CONCURRENCY,
+            clock=clock,
+            limit=CHECK_CONCURRENCY,
+            policy=policy,
+        )
         total.add(report)
         spent = time.monotonic() - started >= settings.CHECK_DISPATCH_PERIOD.total_seconds()
         if report.complete or not report.listed or spent:
             break
     if total.listed:
         checks = total.checks
-        emit_event("check", upstream=upstream.name, source="recheck", states=checks.states,
-                   latency_ms=checks.latency_ms, timed=checks.timed)  # fmt: skip
-        logger.info("recheck %s: %d due, %d probed, states %s%s", upstream.name, total.listed,
-                    checks.checked, checks.states,
-                    "" if total.complete else ", more are due")  # fmt: skip
+        emit_event(
+            "check",
+            upstream=upstream.name,
+            source="recheck",
+            states=checks.states,
+            latency_ms=checks.latency_ms,
+            timed=checks.timed,
+        )
+        logger.info(
+            "recheck %s: %d due, %d probed, states %s%s",
+            upstream.name,
+            total.listed,
+            checks.checked,
+            checks.states,
+            "" if total.complete else ", more are due",
+        )
     return total

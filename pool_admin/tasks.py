@@ -39,9 +39,12 @@ def keep_usage_bounded_task() -> int:
         timedelta(days=settings.USAGE_RETENTION_DAYS),
     )
     if result.rolled_up or result.deleted:
-        logger.info("usage aggregates: %d minute rows rolled up, %d old rows deleted%s",
-                    result.rolled_up, result.deleted,
-                    ", more remain" if result.more else "")  # fmt: skip
+        logger.info(
+            "usage aggregates: %d minute rows rolled up, %d old rows deleted%s",
+            result.rolled_up,
+            result.deleted,
+            ", more remain" if result.more else "",
+        )
     from pool_admin.alerts import prune_closed
 
     closed = prune_closed(timedelta(days=settings.ALERT_RETENTION_DAYS))

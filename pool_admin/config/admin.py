@@ -475,8 +475,17 @@ class WorkerGroupAdmin(SimpleHistoryAdmin):
 class AlertAdmin(admin.ModelAdmin):
     """Failure alerts, read-only: they open and close themselves (pool_admin/alerts.py)."""
 
-    list_display = ("upstream", "kind", "state", "failures", "first_failed_at", "last_failed_at",
-                    "opened_at", "closed_at", "detail")  # fmt: skip
+    list_display = (
+        "upstream",
+        "kind",
+        "state",
+        "failures",
+        "first_failed_at",
+        "last_failed_at",
+        "opened_at",
+        "closed_at",
+        "detail",
+    )
     list_filter = ("kind", ("closed_at", admin.EmptyFieldListFilter), "upstream")
     list_select_related = ("upstream",)
     search_fields = ("upstream__name", "detail")

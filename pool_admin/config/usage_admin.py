@@ -25,9 +25,21 @@ class UsageAdmin(ReadOnlyAdmin):
 class UpstreamQualityAdmin(UsageAdmin):
     """An upstream's figures per minute (per hour once rolled up)."""
 
-    list_display = ("period_start", "hourly", "upstream", "reports", "ok", "banned", "timeout",
-                    "auth_failed", "fetched", "became_available", "extracted", "expired_unused",
-                    "expired_used")  # fmt: skip
+    list_display = (
+        "period_start",
+        "hourly",
+        "upstream",
+        "reports",
+        "ok",
+        "banned",
+        "timeout",
+        "auth_failed",
+        "fetched",
+        "became_available",
+        "extracted",
+        "expired_unused",
+        "expired_used",
+    )
     list_filter = ("upstream", "hourly", ("period_start", admin.DateFieldListFilter))
     search_fields = ("upstream",)
 
@@ -48,8 +60,15 @@ class UpstreamChecksAdmin(UsageAdmin):
 
 @admin.register(ClientUsage)
 class ClientUsageAdmin(UsageAdmin):
-    list_display = ("period_start", "hourly", "client", "outcome", "calls", "returned",
-                    "duration_ms")  # fmt: skip
+    list_display = (
+        "period_start",
+        "hourly",
+        "client",
+        "outcome",
+        "calls",
+        "returned",
+        "duration_ms",
+    )
     list_filter = ("outcome", "hourly")
     search_fields = ("client",)
 

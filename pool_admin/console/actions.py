@@ -66,8 +66,10 @@ def _assignment(proxy_id: str) -> Assignment:
 
 def _preview_drain_proxy(proxy_id: str) -> str:
     owner = _assignment(proxy_id)
-    return (f"Begin drain of proxy {proxy_id}: worker {owner.worker_id} stops taking new "
-            "connections through it and releases it once its connections end.")  # fmt: skip
+    return (
+        f"Begin drain of proxy {proxy_id}: worker {owner.worker_id} stops taking new "
+        "connections through it and releases it once its connections end."
+    )
 
 
 def _drain_proxy(proxy_id: str) -> str:
@@ -89,8 +91,10 @@ def _worker_proxies(worker_id: str) -> list[str]:
 
 def _preview_drain_worker(worker_id: str) -> str:
     ids = _worker_proxies(worker_id)
-    return (f"Begin drain of every proxy worker {worker_id} holds ({len(ids)}): it takes no new "
-            "connections through them and releases each once its connections end.")  # fmt: skip
+    return (
+        f"Begin drain of every proxy worker {worker_id} holds ({len(ids)}): it takes no new "
+        "connections through them and releases each once its connections end."
+    )
 
 
 def _drain_worker(worker_id: str) -> str:
@@ -137,8 +141,10 @@ def _live_proxy(proxy_id: str) -> ProxyDetail:
 def _preview_remove(proxy_id: str) -> str:
     detail = _live_proxy(proxy_id)
     held = f" (assigned to worker {detail.summary.worker_id})" if detail.summary.worker_id else ""
-    return (f"Remove proxy {proxy_id} of {detail.summary.upstream_id} from the pool{held}: it is "
-            "never handed out again in this lifecycle.")  # fmt: skip
+    return (
+        f"Remove proxy {proxy_id} of {detail.summary.upstream_id} from the pool{held}: it is "
+        "never handed out again in this lifecycle."
+    )
 
 
 def _remove(proxy_id: str) -> str:
@@ -160,17 +166,25 @@ def _upstream(name: str) -> Upstream:
 
 def _preview_fetch(name: str) -> str:
     upstream = _upstream(name)
-    return (f"Fetch {name} now, ahead of its cadence (account {upstream.account.name}'s limits "
-            "still apply; requests within the refill cooldown are merged).")  # fmt: skip
+    return (
+        f"Fetch {name} now, ahead of its cadence (account {upstream.account.name}'s limits "
+        "still apply; requests within the refill cooldown are merged)."
+    )
 
 
 def _fetch(name: str) -> str:
     upstream = _upstream(name)
-    outcome = scheduler().request(datetime.now(UTC), upstream.account.name, name,
-                                  timedelta(seconds=upstream.refill_cooldown_s))  # fmt: skip
+    outcome = scheduler().request(
+        datetime.now(UTC),
+        upstream.account.name,
+        name,
+        timedelta(seconds=upstream.refill_cooldown_s),
+    )
     if outcome is RequestOutcome.UNKNOWN:  # nothing changed: not an action
-        raise Refused(f"upstream {name} is not scheduled yet; the next dispatch (within "
-                      "seconds) schedules it, then it can be requested")  # fmt: skip
+        raise Refused(
+            f"upstream {name} is not scheduled yet; the next dispatch (within "
+            "seconds) schedules it, then it can be requested"
+        )
     if outcome is RequestOutcome.MERGED:
         return "merged with a request made within the upstream's refill cooldown"
     return "requested: fetched at the next dispatch, ahead of its cadence"
@@ -189,8 +203,10 @@ def _open_alert(alert_id: str) -> Alert:
 
 def _preview_close(alert_id: str) -> str:
     alert = _open_alert(alert_id)
-    return (f"Close the {alert.get_kind_display()} alert of {alert.upstream.name} "
-            f"({alert.failures} failures). A new failure opens a new one.")  # fmt: skip
+    return (
+        f"Close the {alert.get_kind_display()} alert of {alert.upstream.name} "
+        f"({alert.failures} failures). A new failure opens a new one."
+    )
 
 
 def _close(alert_id: str) -> str:
@@ -211,13 +227,17 @@ ACTIONS: dict[str, Action] = {
     a.kind.value: a
     for a in (
         Action(Kind.DRAIN_PROXY, _preview_drain_proxy, _drain_proxy, _proxy_url),
-        Action(Kind.DRAIN_WORKER, _preview_drain_worker, _drain_worker,
-               lambda w: f"{reverse('console:ownership')}?{urlencode({'worker': w})}"),
+        Action(
+            Kind.DRAIN_WORKER,
+            _preview_drain_worker,
+            _drain_worker,
+            lambda w: f"{reverse('console:ownership')}?{urlencode({'worker': w})}",
+        ),
         Action(Kind.REMOVE_PROXY, _preview_remove, _remove, _proxy_url),
         Action(Kind.FETCH_NOW, _preview_fetch, _fetch, lambda _: reverse("console:overview")),
         Action(Kind.CLOSE_ALERT, _preview_close, _close, lambda _: reverse("console:overview")),
     )
-}  # fmt: skip
+}
 
 
 def run(action: Action, target: str, user: Any) -> OperatorAction:

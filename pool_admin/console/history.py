@@ -110,35 +110,65 @@ def history(window_key: str, upstream: str | None, now: datetime | None = None) 
 
     quality = _grouped(UpstreamQuality._meta.db_table, QUALITY_SUMS, window, since, upstream)
     figures = series(quality, list(QUALITY_SUMS))
-    calls = series(_grouped(ClientUsage._meta.db_table, {"calls": "calls"}, window, since, None),
-                   ["calls"])  # fmt: skip
+    calls = series(
+        _grouped(ClientUsage._meta.db_table, {"calls": "calls"}, window, since, None), ["calls"]
+    )
     latency = [
         round(lat / timed) if timed else None
         for lat, timed in zip(figures["latency"], figures["timed"], strict=True)
     ]
-    drops = by_dimension(_grouped(UpstreamDrops._meta.db_table, {"n": "entries"}, window, since,
-                                  upstream, by="reason"))  # fmt: skip
-    checks = by_dimension(_grouped(UpstreamChecks._meta.db_table, {"n": "proxies"}, window,
-                                   since, upstream, by="result"))  # fmt: skip
+    drops = by_dimension(
+        _grouped(
+            UpstreamDrops._meta.db_table, {"n": "entries"}, window, since, upstream, by="reason"
+        )
+    )
+    checks = by_dimension(
+        _grouped(
+            UpstreamChecks._meta.db_table, {"n": "proxies"}, window, since, upstream, by="result"
+        )
+    )
     return {
         "window": window.key,
         "step_s": int(window.step.total_seconds()),
         "labels": [b.isoformat().replace("+00:00", "Z") for b in buckets],
         "charts": [
-            {"id": "extracts", "title": "Extracted proxies and extract calls",
-             "series": {"proxies extracted": figures["extracted"],
-                        **({"extract calls (all upstreams)": calls["calls"]}
-                           if not upstream else {})}},
-            {"id": "fetched", "title": "Fetched and made available",
-             "series": {"fetched": figures["fetched"], "became available": figures["available"]}},
-            {"id": "dropped", "title": "Entries dropped, by reason", "stacked": True,
-             "series": drops},
-            {"id": "outcomes", "title": "Client outcome reports", "stacked": True,
-             "series": {o.value: figures[o.value] for o in Outcome}},
-            {"id": "checks", "title": "Health checks, by result", "stacked": True,
-             "series": checks},
+            {
+                "id": "extracts",
+                "title": "Extracted proxies and extract calls",
+                "series": {
+                    "proxies extracted": figures["extracted"],
+                    **({"extract calls (all upstreams)": calls["calls"]} if not upstream else {}),
+                },
+            },
+            {
+                "id": "fetched",
+                "title": "Fetched and made available",
+                "series": {"fetched": figures["fetched"], "became available": figures["available"]},
+            },
+            {
+                "id": "dropped",
+                "title": "Entries dropped, by reason",
+                "stacked": True,
+                "series": drops,
+            },
+            {
+                "id": "outcomes",
+                "title": "Client outcome reports",
+                "stacked": True,
+                "series": {o.value: figures[o.value] for o in Outcome},
+            },
+            {
+                "id": "checks",
+                "title": "Health checks, by result",
+                "stacked": True,
+                "series": checks,
+            },
             {"id": "latency", "title": "Mean check latency (ms)", "series": {"ms": latency}},
-            {"id": "expired", "title": "Expired: used and never used", "stacked": True,
-             "series": {"never used": figures["unused"], "used": figures["used"]}},
+            {
+                "id": "expired",
+                "title": "Expired: used and never used",
+                "stacked": True,
+                "series": {"never used": figures["unused"], "used": figures["used"]},
+            },
         ],
-    }  # fmt: skip
+    }

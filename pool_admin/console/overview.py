@@ -93,17 +93,26 @@ def overview(now: datetime | None = None) -> Overview:
     now = now or datetime.now(UTC)
     rows = list(
         Upstream.objects.select_related("account")
-        .only("name", "enabled", "account__name", "account__api_calls_per_minute",
-              "account__proxies_per_minute")
+        .only(
+            "name",
+            "enabled",
+            "account__name",
+            "account__api_calls_per_minute",
+            "account__proxies_per_minute",
+        )
         .order_by("name")[: MAX_UPSTREAMS + 1]
-    )  # fmt: skip
+    )
     result = Overview(at=now, truncated=len(rows) > MAX_UPSTREAMS)
     lines = {
-        u.name: UpstreamLine(u.name, u.account.name, u.enabled,
-                             calls_limit=u.account.api_calls_per_minute,
-                             proxies_limit=u.account.proxies_per_minute)
+        u.name: UpstreamLine(
+            u.name,
+            u.account.name,
+            u.enabled,
+            calls_limit=u.account.api_calls_per_minute,
+            proxies_limit=u.account.proxies_per_minute,
+        )
         for u in rows[:MAX_UPSTREAMS]
-    }  # fmt: skip
+    }
     result.upstreams = list(lines.values())
     _live(result.upstreams, now)
     _aggregates(lines, now)
@@ -152,20 +161,25 @@ def _aggregates(lines: dict[str, UpstreamLine], now: datetime) -> None:
     figures = (
         UpstreamQuality.objects.filter(upstream__in=names, period_start__gte=since)
         .values("upstream")
-        .annotate(fetched=Sum("fetched"), extracted=Sum("extracted"),
-                  used=Sum("expired_used"), unused=Sum("expired_unused"))
-    )  # fmt: skip
+        .annotate(
+            fetched=Sum("fetched"),
+            extracted=Sum("extracted"),
+            used=Sum("expired_used"),
+            unused=Sum("expired_unused"),
+        )
+    )
     for row in figures:
         line = lines[row["upstream"]]
         line.fetched, line.extracted = row["fetched"] or 0, row["extracted"] or 0
         line.expired_used, line.expired_unused = row["used"] or 0, row["unused"] or 0
     alerts: dict[str, int] = defaultdict(int)
     opened = (
-        Alert.objects.filter(upstream__name__in=names, opened_at__isnull=False,
-                             closed_at__isnull=True)
+        Alert.objects.filter(
+            upstream__name__in=names, opened_at__isnull=False, closed_at__isnull=True
+        )
         .values("upstream__name")
         .annotate(n=Count("id"))
-    )  # fmt: skip
+    )
     for row in opened:
         alerts[row["upstream__name"]] = row["n"]
     for name, n in alerts.items():

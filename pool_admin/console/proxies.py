@@ -22,8 +22,7 @@ from pool_admin.pool import get_pool
 PAGE_SIZE = 50
 #: Index entries one page reads at most: a page's cost stays flat whatever the pool's size.
 BROWSE_BUDGET = 2_000
-_STATES = [("", "any")] + [(s.value, s.value) for s in ProxyState
-                           if s not in (ProxyState.EXPIRED,)]  # fmt: skip
+_STATES = [("", "any")] + [(s.value, s.value) for s in ProxyState if s not in (ProxyState.EXPIRED,)]
 
 
 class ProxyFilters(forms.Form):

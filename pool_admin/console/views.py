@@ -61,9 +61,8 @@ def proxies_view(request: HttpRequest) -> HttpResponse:
 def proxy_view(request: HttpRequest) -> HttpResponse:
     proxy_id = request.GET.get("id", "")
     detail, problem = proxy_detail(proxy_id)
-    response = _page(request, "proxy.html", f"Proxy {proxy_id[:80]}",
-                     {"detail": detail, "problem": problem, "proxy_id": proxy_id,
-                      "now": _now()})  # fmt: skip
+    context = {"detail": detail, "problem": problem, "proxy_id": proxy_id, "now": _now()}
+    response = _page(request, "proxy.html", f"Proxy {proxy_id[:80]}", context)
     if detail is None:
         response.status_code = 400 if problem == "not a proxy ID" else 404
     return response
@@ -76,8 +75,8 @@ def _now() -> datetime:
 def ownership_view(request: HttpRequest) -> HttpResponse:
     worker_id = request.GET.get("worker") or None
     data = ownership_page(worker_id)
-    response = _page(request, "ownership.html", "Ownership",
-                     {"ownership": data, "worker_id": worker_id, "now": _now()})  # fmt: skip
+    context = {"ownership": data, "worker_id": worker_id, "now": _now()}
+    response = _page(request, "ownership.html", "Ownership", context)
     if data.problem:
         response.status_code = 400
     return response
@@ -115,8 +114,8 @@ def action_view(request: HttpRequest, kind: str) -> HttpResponse:
         raise Http404("no such action")
     if not request.user.has_perm("console.operate_pool"):
         raise PermissionDenied("acting on the pool needs the console.operate_pool permission")
-    target = (request.POST.get("target") if request.method == "POST" else
-              request.GET.get("target")) or ""  # fmt: skip
+    asked = request.POST if request.method == "POST" else request.GET
+    target = asked.get("target") or ""
     back = action.back(target)
     try:
         if request.method == "POST":
@@ -130,7 +129,15 @@ def action_view(request: HttpRequest, kind: str) -> HttpResponse:
     except ActivityError as exc:
         messages.error(request, f"{action.kind.label}: the pool could not answer ({exc.code}).")
         return HttpResponseRedirect(back)
-    return TemplateResponse(request, "console/confirm.html", {
-        **admin.site.each_context(request), "title": action.kind.label, "action": action,
-        "target": target, "preview": preview, "back": back,
-    })  # fmt: skip
+    return TemplateResponse(
+        request,
+        "console/confirm.html",
+        {
+            **admin.site.each_context(request),
+            "title": action.kind.label,
+            "action": action,
+            "target": target,
+            "preview": preview,
+            "back": back,
+        },
+    )

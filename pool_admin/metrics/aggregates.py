@@ -95,8 +95,14 @@ def _outcome(sums: Sums, e: Event) -> None:
 def _extract(sums: Sums, e: Event) -> None:
     f = e.fields
     client, outcome = f["client"], f["outcome"]
-    sums.add(CLIENT_USAGE, (client, outcome), e.at_ms, calls=1, returned=f["returned"],
-             duration_ms=f["duration_ms"])  # fmt: skip
+    sums.add(
+        CLIENT_USAGE,
+        (client, outcome),
+        e.at_ms,
+        calls=1,
+        returned=f["returned"],
+        duration_ms=f["duration_ms"],
+    )
     sums.total("extract_calls", outcome)
     sums.total("extract_duration_ms", amount=f["duration_ms"])
     for upstream, region, n, age_ms in f.get("draws", ()):
@@ -109,9 +115,16 @@ def _extract(sums: Sums, e: Event) -> None:
 def _fetch(sums: Sums, e: Event) -> None:
     f = e.fields
     upstream = f["upstream"]
-    sums.add(QUALITY, (upstream,), e.at_ms, fetches=1, received=f["received"],
-             fetched=f["inserted"], refreshed=f["refreshed"],
-             became_available=f["available"])  # fmt: skip
+    sums.add(
+        QUALITY,
+        (upstream,),
+        e.at_ms,
+        fetches=1,
+        received=f["received"],
+        fetched=f["inserted"],
+        refreshed=f["refreshed"],
+        became_available=f["available"],
+    )
     sums.total("received", upstream, amount=f["received"])
     sums.total("fetched", upstream, amount=f["inserted"])
     sums.total("became_available", upstream, amount=f["available"])
@@ -125,8 +138,14 @@ def _check(sums: Sums, e: Event) -> None:
     f = e.fields
     upstream, source = f["upstream"], f["source"]
     states: dict[str, int] = f["states"]
-    sums.add(QUALITY, (upstream,), e.at_ms, checked=sum(states.values()),
-             check_latency_ms=f["latency_ms"], checks_timed=f["timed"])  # fmt: skip
+    sums.add(
+        QUALITY,
+        (upstream,),
+        e.at_ms,
+        checked=sum(states.values()),
+        check_latency_ms=f["latency_ms"],
+        checks_timed=f["timed"],
+    )
     for state, n in states.items():
         if n:
             sums.add(CHECKS, (upstream, source, state), e.at_ms, proxies=n)

@@ -94,8 +94,10 @@ def _add(
             apply_events(events)
         return
     except (DataError, IntegrityError) as exc:
-        logger.warning("metrics: PostgreSQL refused a batch (%s); applying its entries one by "
-                       "one", type(exc).__name__)  # fmt: skip
+        logger.warning(
+            "metrics: PostgreSQL refused a batch (%s); applying its entries one by one",
+            type(exc).__name__,
+        )
     for raw_id, decoded in result.fresh:
         if not decoded.events:
             continue

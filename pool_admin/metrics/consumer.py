@@ -138,14 +138,21 @@ class Consumer:
                 if isinstance(exc, redis.ResponseError) and "NOGROUP" in str(exc):
                     # The stream's Redis lost the group (a restart without persistence): what
                     # it held is gone, and what comes next must still be read.
-                    logger.error("metrics consumer %s: the group %s is gone from the stream's "
-                                 "Redis; making it again", self.name,
-                                 self.options.group)  # fmt: skip
+                    logger.error(
+                        "metrics consumer %s: the group %s is gone from the stream's "
+                        "Redis; making it again",
+                        self.name,
+                        self.options.group,
+                    )
                     self._group_ready = False
                 self._suspect = True
                 self._own_pending = True  # what it read and did not acknowledge is pending
-                logger.warning("metrics consumer %s: %s; retrying in %.1f s", self.name,
-                               type(exc).__name__, backoff)  # fmt: skip
+                logger.warning(
+                    "metrics consumer %s: %s; retrying in %.1f s",
+                    self.name,
+                    type(exc).__name__,
+                    backoff,
+                )
                 connection.close()  # a broken connection is not reused
                 stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
@@ -169,8 +176,9 @@ class Consumer:
         # ones go on, and only the entry that fails every time reaches the dead-letter limit.
         self._one_by_one |= failing_long
         count = self._counted_at is None or (failing_long and now - self._counted_at >= idle_s)
-        entries, deliveries = self.group.read_own(1 if self._one_by_one else o.batch,
-                                                  count_delivery=count)  # fmt: skip
+        entries, deliveries = self.group.read_own(
+            1 if self._one_by_one else o.batch, count_delivery=count
+        )
         if not entries:
             self._own_pending = self._one_by_one = False
             if self._counted_at is None:
@@ -178,10 +186,14 @@ class Consumer:
             return 0
         if count:
             if self._counted_at is not None:
-                logger.error("metrics consumer %s: its pending entries have failed for %.1f "
-                             "s: one at a time now, one more delivery counted (after %d "
-                             "they are dead-lettered)", self.name, now - (self._failing_since
-                             or now), o.max_deliveries)  # fmt: skip
+                logger.error(
+                    "metrics consumer %s: its pending entries have failed for %.1f "
+                    "s: one at a time now, one more delivery counted (after %d "
+                    "they are dead-lettered)",
+                    self.name,
+                    now - (self._failing_since or now),
+                    o.max_deliveries,
+                )
             self._counted_at = now
         return self.handle(self._drop_overdelivered(entries, deliveries))
 
@@ -203,14 +215,20 @@ class Consumer:
                 unreadable[raw_id] = exc.reason
         self._fault("read")
         ids = [raw_id for raw_id, _ in entries]
-        result = apply_batch(o.stream, good, owned=lambda: self.group.owned(ids),
-                             apply_events=self._apply_events, tell=self._tell)  # fmt: skip
+        result = apply_batch(
+            o.stream,
+            good,
+            owned=lambda: self.group.owned(ids),
+            apply_events=self._apply_events,
+            tell=self._tell,
+        )
         self._fault("committed")
         for raw_id, fields in entries:
             if raw_id in unreadable and fields:
                 self._dead_letter(raw_id, fields, unreadable[raw_id])
-        self.group.ack([raw_id for raw_id in ids if raw_id not in result.not_owned
-                        and raw_id not in gone])  # fmt: skip
+        self.group.ack(
+            [raw_id for raw_id in ids if raw_id not in result.not_owned and raw_id not in gone]
+        )
         # Trimmed while pending: whether applied before is looked up by settle (upkeep).
         self.group.retire(gone)
         self.applied += len(result.fresh)
@@ -230,12 +248,20 @@ class Consumer:
         for name, value in fields.items():
             if name not in entry:
                 entry[name] = value
-        self.client.xadd(self.options.dead_letter, entry, maxlen=self.options.dead_letter_maxlen,
-                         approximate=True)  # fmt: skip
+        self.client.xadd(
+            self.options.dead_letter,
+            entry,
+            maxlen=self.options.dead_letter_maxlen,
+            approximate=True,
+        )
         self.dead += 1
-        logger.warning("metrics consumer %s: %s %s dead-lettered: %s", self.name,
-                       "entry" if index is None else f"event {index} of entry", raw_id.decode(),
-                       reason)  # fmt: skip
+        logger.warning(
+            "metrics consumer %s: %s %s dead-lettered: %s",
+            self.name,
+            "entry" if index is None else f"event {index} of entry",
+            raw_id.decode(),
+            reason,
+        )
 
     # ------------------------------------------------------------------ dead consumers
     def reclaim(self) -> int:
@@ -260,8 +286,11 @@ class Consumer:
         """Dead-letter (and acknowledge) the entries delivered more than ``max_deliveries``
         times (a poison entry must not be retried forever); the others, to handle."""
         o = self.options
-        over = {raw_id for raw_id, fields in entries
-                if fields and deliveries.get(raw_id, 0) > o.max_deliveries}  # fmt: skip
+        over = {
+            raw_id
+            for raw_id, fields in entries
+            if fields and deliveries.get(raw_id, 0) > o.max_deliveries
+        }
         if not over:
             return entries
         applied = applied_ids(o.stream, list(over))  # applied already: acknowledged, not told

@@ -68,19 +68,27 @@ _cached: tuple[float, bytes] | None = None
 
 
 def _pool_families() -> Iterator[Metric]:
-    unextracted = GaugeMetricFamily("proxypool_upstream_unextracted_proxies",
-                                    "Proxies of the upstream not handed out yet (pool inventory).",
-                                    labels=["upstream"])  # fmt: skip
-    managed = GaugeMetricFamily("proxypool_upstream_managed_proxies",
-                                "Proxies the pool manages for the upstream (fetched, checking, "
-                                "available, suspect, draining).", labels=["upstream"])  # fmt: skip
-    slots = GaugeMetricFamily("proxypool_upstream_available_slots",
-                              "Free gateway slots of the upstream's available proxies.",
-                              labels=["upstream"])  # fmt: skip
+    unextracted = GaugeMetricFamily(
+        "proxypool_upstream_unextracted_proxies",
+        "Proxies of the upstream not handed out yet (pool inventory).",
+        labels=["upstream"],
+    )
+    managed = GaugeMetricFamily(
+        "proxypool_upstream_managed_proxies",
+        "Proxies the pool manages for the upstream (fetched, checking, "
+        "available, suspect, draining).",
+        labels=["upstream"],
+    )
+    slots = GaugeMetricFamily(
+        "proxypool_upstream_available_slots",
+        "Free gateway slots of the upstream's available proxies.",
+        labels=["upstream"],
+    )
     errors = 0
     pool = get_pool()
-    names = list(Upstream.objects.order_by("name").values_list("name", flat=True)
-                 [: MAX_UPSTREAMS + 1])  # fmt: skip
+    names = list(
+        Upstream.objects.order_by("name").values_list("name", flat=True)[: MAX_UPSTREAMS + 1]
+    )
     for name in names[:MAX_UPSTREAMS]:
         try:
             inventory = pool.upstream_inventory(name)
@@ -92,13 +100,17 @@ def _pool_families() -> Iterator[Metric]:
         managed.add_metric([name], inventory.managed)
         slots.add_metric([name], inventory.available_slots)
     yield from (unextracted, managed, slots)
-    yield GaugeMetricFamily("proxypool_upstream_read_errors",
-                            "Configured upstreams whose figures could not be read this time.",
-                            value=errors)  # fmt: skip
-    yield GaugeMetricFamily("proxypool_upstreams_truncated",
-                            f"1 if more than {MAX_UPSTREAMS} upstreams are configured: the "
-                            "pool figures of those past it (by name) are not shown.",
-                            value=int(len(names) > MAX_UPSTREAMS))  # fmt: skip
+    yield GaugeMetricFamily(
+        "proxypool_upstream_read_errors",
+        "Configured upstreams whose figures could not be read this time.",
+        value=errors,
+    )
+    yield GaugeMetricFamily(
+        "proxypool_upstreams_truncated",
+        f"1 if more than {MAX_UPSTREAMS} upstreams are configured: the "
+        "pool figures of those past it (by name) are not shown.",
+        value=int(len(names) > MAX_UPSTREAMS),
+    )
 
 
 STREAM_UP = "proxypool_usage_stream_up"
@@ -106,8 +118,9 @@ STREAM_UP_HELP = "1 when the usage stream's Redis answered this scrape, else 0."
 
 
 def _stream_families() -> Iterator[Metric]:
-    client = redis.Redis.from_url(settings.METRICS_REDIS_URL, socket_timeout=2,
-                                  socket_connect_timeout=1)  # fmt: skip
+    client = redis.Redis.from_url(
+        settings.METRICS_REDIS_URL, socket_timeout=2, socket_connect_timeout=1
+    )
     try:
         entries: Any = client.xlen(settings.METRICS_STREAM)
         groups: Any = client.xinfo_groups(settings.METRICS_STREAM) if entries else []
@@ -123,62 +136,107 @@ def _stream_families() -> Iterator[Metric]:
         client.close()
     yield GaugeMetricFamily(STREAM_UP, STREAM_UP_HELP, value=1)
     group = next((g for g in groups if g["name"].decode() == settings.METRICS_GROUP), None)
-    yield GaugeMetricFamily("proxypool_usage_stream_entries",
-                            "Entries the usage stream holds (bounded by MAXLEN ~).",
-                            value=int(entries))  # fmt: skip
+    yield GaugeMetricFamily(
+        "proxypool_usage_stream_entries",
+        "Entries the usage stream holds (bounded by MAXLEN ~).",
+        value=int(entries),
+    )
     if group is not None:
-        yield GaugeMetricFamily("proxypool_usage_stream_pending_entries",
-                                "Entries delivered to a consumer and not acknowledged yet.",
-                                value=int(group["pending"]))  # fmt: skip
+        yield GaugeMetricFamily(
+            "proxypool_usage_stream_pending_entries",
+            "Entries delivered to a consumer and not acknowledged yet.",
+            value=int(group["pending"]),
+        )
         if group.get("lag") is not None:  # Redis says when it cannot tell: absent then
-            yield GaugeMetricFamily("proxypool_usage_stream_lag_entries",
-                                    "Entries not delivered to any consumer yet.",
-                                    value=int(group["lag"]))  # fmt: skip
-    yield GaugeMetricFamily("proxypool_usage_dead_letter_entries",
-                            "Entries no aggregate could use, kept with their reasons.",
-                            value=int(dead))  # fmt: skip
-    yield CounterMetricFamily("proxypool_usage_events_dropped",
-                              "Usage events producers could not put on the stream.",
-                              value=dropped)  # fmt: skip
-    yield CounterMetricFamily("proxypool_usage_stream_entries_lost",
-                              "Stream entries trimmed (MAXLEN) before a consumer applied them: "
-                              "the consumers were behind by more than the stream holds.",
-                              value=lost)  # fmt: skip
+            yield GaugeMetricFamily(
+                "proxypool_usage_stream_lag_entries",
+                "Entries not delivered to any consumer yet.",
+                value=int(group["lag"]),
+            )
+    yield GaugeMetricFamily(
+        "proxypool_usage_dead_letter_entries",
+        "Entries no aggregate could use, kept with their reasons.",
+        value=int(dead),
+    )
+    yield CounterMetricFamily(
+        "proxypool_usage_events_dropped",
+        "Usage events producers could not put on the stream.",
+        value=dropped,
+    )
+    yield CounterMetricFamily(
+        "proxypool_usage_stream_entries_lost",
+        "Stream entries trimmed (MAXLEN) before a consumer applied them: "
+        "the consumers were behind by more than the stream holds.",
+        value=lost,
+    )
 
 
 #: UsageTotal family -> (metric name, help, label names): the plain counters.
 _COUNTERS: dict[str, tuple[str, str, list[str]]] = {
-    "events_applied": ("proxypool_usage_events_applied", "Usage events the consumers applied "
-                       "to the aggregates (each once).", []),
-    "outcomes": ("proxypool_outcome_reports", "Outcome reports of extracted proxies.",
-                 ["upstream", "outcome"]),
-    "extract_calls": ("proxypool_extract_calls", "Extract calls (API and command) by "
-                      "outcome: ok, or the refusal's problem code.", ["outcome"]),
-    "extracted": ("proxypool_extracted_proxies", "Proxies handed to API clients.",
-                  ["upstream"]),
-    "received": ("proxypool_received_entries", "Entries the provider's responses listed.",
-                 ["upstream"]),
+    "events_applied": (
+        "proxypool_usage_events_applied",
+        "Usage events the consumers applied to the aggregates (each once).",
+        [],
+    ),
+    "outcomes": (
+        "proxypool_outcome_reports",
+        "Outcome reports of extracted proxies.",
+        ["upstream", "outcome"],
+    ),
+    "extract_calls": (
+        "proxypool_extract_calls",
+        "Extract calls (API and command) by outcome: ok, or the refusal's problem code.",
+        ["outcome"],
+    ),
+    "extracted": ("proxypool_extracted_proxies", "Proxies handed to API clients.", ["upstream"]),
+    "received": (
+        "proxypool_received_entries",
+        "Entries the provider's responses listed.",
+        ["upstream"],
+    ),
     "fetched": ("proxypool_fetched_proxies", "New proxies the pool took in.", ["upstream"]),
-    "became_available": ("proxypool_became_available_proxies", "Fetched proxies their intake "
-                         "check (or a trusted provider) made available.", ["upstream"]),
-    "dropped": ("proxypool_dropped_entries", "Entries of the provider's responses not taken, "
-                "by reason.", ["upstream", "reason"]),
-    "checks": ("proxypool_checks", "Health checks by source (intake, recheck) and the state "
-               "they gave.", ["upstream", "source", "result"]),
-    "expired": ("proxypool_expired_proxies", "Records removed at their hard expiry, used "
-                "(extracted or assigned) or not (paid for and wasted).", ["upstream", "used"]),
-    "fetch_failures": ("proxypool_fetch_failures", "Fetches that failed, by kind: the error's "
-                       "code (fetch_failed, http_status, vendor_error, malformed_response, "
-                       "our_side...).", ["upstream", "kind"]),
-}  # fmt: skip
+    "became_available": (
+        "proxypool_became_available_proxies",
+        "Fetched proxies their intake check (or a trusted provider) made available.",
+        ["upstream"],
+    ),
+    "dropped": (
+        "proxypool_dropped_entries",
+        "Entries of the provider's responses not taken, by reason.",
+        ["upstream", "reason"],
+    ),
+    "checks": (
+        "proxypool_checks",
+        "Health checks by source (intake, recheck) and the state they gave.",
+        ["upstream", "source", "result"],
+    ),
+    "expired": (
+        "proxypool_expired_proxies",
+        "Records removed at their hard expiry, used "
+        "(extracted or assigned) or not (paid for and wasted).",
+        ["upstream", "used"],
+    ),
+    "fetch_failures": (
+        "proxypool_fetch_failures",
+        "Fetches that failed, by kind: the error's "
+        "code (fetch_failed, http_status, vendor_error, malformed_response, "
+        "our_side...).",
+        ["upstream", "kind"],
+    ),
+}
 
 
 def _usage_families() -> Iterator[Metric]:
-    rows = list(UsageTotal.objects.order_by("family", "labels")
-                .values_list("family", "labels", "value")[: MAX_TOTALS + 1])  # fmt: skip
-    yield GaugeMetricFamily("proxypool_usage_totals_truncated",
-                            "1 when the pipeline's counters were too many to read at once.",
-                            value=int(len(rows) > MAX_TOTALS))  # fmt: skip
+    rows = list(
+        UsageTotal.objects.order_by("family", "labels").values_list("family", "labels", "value")[
+            : MAX_TOTALS + 1
+        ]
+    )
+    yield GaugeMetricFamily(
+        "proxypool_usage_totals_truncated",
+        "1 when the pipeline's counters were too many to read at once.",
+        value=int(len(rows) > MAX_TOTALS),
+    )
     totals: dict[str, dict[tuple[str, ...], int]] = {}
     for family, joined, value in rows[:MAX_TOTALS]:
         totals.setdefault(family, {})[tuple(joined.split("|")) if joined else ()] = value
@@ -189,22 +247,34 @@ def _usage_families() -> Iterator[Metric]:
                 counter.add_metric(list(labels), value)
         yield counter
     calls = sum(totals.get("extract_calls", {}).values())
-    duration = SummaryMetricFamily("proxypool_extract_duration_seconds",
-                                   "Time extract calls spent in the pool.")  # fmt: skip
+    duration = SummaryMetricFamily(
+        "proxypool_extract_duration_seconds", "Time extract calls spent in the pool."
+    )
     duration.add_metric([], calls, totals.get("extract_duration_ms", {}).get((), 0) / 1000)
     yield duration
-    yield _summary(totals, "proxypool_time_to_first_use_seconds", "Time from a proxy's fetch "
-                   "to its extract.", "extracted", "first_use_ms")  # fmt: skip
-    yield _summary(totals, "proxypool_check_latency_seconds", "Measured latency of health "
-                   "checks.", "checks_timed", "check_latency_ms")  # fmt: skip
+    yield _summary(
+        totals,
+        "proxypool_time_to_first_use_seconds",
+        "Time from a proxy's fetch to its extract.",
+        "extracted",
+        "first_use_ms",
+    )
+    yield _summary(
+        totals,
+        "proxypool_check_latency_seconds",
+        "Measured latency of health checks.",
+        "checks_timed",
+        "check_latency_ms",
+    )
 
 
 def _alert_families() -> Iterator[Metric]:
     """Open alerts by kind, every kind (0 too): one grouped count, bounded by the kinds."""
     open_now = Alert.objects.filter(opened_at__isnull=False, closed_at__isnull=True)
     opened = dict(open_now.values_list("kind").annotate(n=Count("id")).values_list("kind", "n"))
-    family = GaugeMetricFamily("proxypool_open_alerts", "Alerts open now, by kind.",
-                               labels=["kind"])  # fmt: skip
+    family = GaugeMetricFamily(
+        "proxypool_open_alerts", "Alerts open now, by kind.", labels=["kind"]
+    )
     for kind in Alert.Kind:
         family.add_metric([kind.value], opened.get(kind.value, 0))
     yield family
@@ -265,6 +335,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     if request.method != "GET":
         return HttpResponse(status=405, headers={"Allow": "GET"})
     if not _allowed(request.META.get("REMOTE_ADDR", "")):
-        return HttpResponse("metrics are not served to this address\n", status=403,
-                            content_type="text/plain")  # fmt: skip
+        return HttpResponse(
+            "metrics are not served to this address\n", status=403, content_type="text/plain"
+        )
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)

@@ -68,8 +68,9 @@ class StreamGroup:
         """The group, reading the stream from its start (events produced before it existed
         count too), its read counter exact from the start (read_new.lua relies on it)."""
         try:
-            self.client.xgroup_create(self.stream, self.group, id="0", mkstream=True,
-                                      entries_read=0)  # fmt: skip
+            self.client.xgroup_create(
+                self.stream, self.group, id="0", mkstream=True, entries_read=0
+            )
         except redis.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -87,37 +88,49 @@ class StreamGroup:
         return self._read_new(count)[0] if woken else []
 
     def _read_new(self, count: int) -> tuple[list[Entry], bytes]:
-        lost, raw, last = self._run("read_new", [self.stream, self._lost],
-                                    [self.group, self.consumer, count])  # fmt: skip
+        lost, raw, last = self._run(
+            "read_new", [self.stream, self._lost], [self.group, self.consumer, count]
+        )
         if lost:
-            logger.error("metrics stream %s: %s entries were trimmed before any consumer read "
-                         "them (the consumers were behind by more than METRICS_STREAM_MAXLEN "
-                         "entries): their events are not in the aggregates", self.stream,
-                         "some" if lost < 0 else lost)  # fmt: skip
+            logger.error(
+                "metrics stream %s: %s entries were trimmed before any consumer read "
+                "them (the consumers were behind by more than METRICS_STREAM_MAXLEN "
+                "entries): their events are not in the aggregates",
+                self.stream,
+                "some" if lost < 0 else lost,
+            )
         return [(raw_id, _fields(flat)) for raw_id, flat in raw], last
 
     def read_own(self, count: int, *, count_delivery: bool) -> tuple[list[Entry], dict[bytes, int]]:
         """Up to ``count`` of this consumer's pending entries, oldest first, and how often each
         was delivered; a delivery more only when ``count_delivery`` (read_own.lua: why)."""
-        rows = self._run("read_own", [self.stream],
-                         [self.group, self.consumer, count, int(count_delivery)])  # fmt: skip
+        rows = self._run(
+            "read_own", [self.stream], [self.group, self.consumer, count, int(count_delivery)]
+        )
         entries = [(raw_id, _fields(flat)) for raw_id, flat, _ in rows]
         return entries, {raw_id: int(times) for raw_id, _, times in rows}
 
     def claim(self, min_idle_ms: int, start: bytes | str, count: int) -> tuple[bytes, list[Entry]]:
         """Entries pending longer than ``min_idle_ms`` with any consumer, from ``start``; the
         cursor to go on from (``0-0``: the end). Trimmed ones go to the unsettled set."""
-        cursor, raw = self._run("claim", [self.stream, self._unsettled],
-                                [self.group, self.consumer, min_idle_ms, start,
-                                 count])  # fmt: skip
+        cursor, raw = self._run(
+            "claim",
+            [self.stream, self._unsettled],
+            [self.group, self.consumer, min_idle_ms, start, count],
+        )
         return cursor, [(raw_id, _fields(flat)) for raw_id, flat in raw]
 
     def deliveries(self, ids: Sequence[bytes]) -> dict[bytes, int]:
         """How often each of these entries (pending to this consumer) was delivered."""
         low, high = min(ids, key=stream_id), max(ids, key=stream_id)
-        pending: Any = self.client.xpending_range(self.stream, self.group, min=low, max=high,
-                                                  count=len(ids) * 2,
-                                                  consumername=self.consumer)  # fmt: skip
+        pending: Any = self.client.xpending_range(
+            self.stream,
+            self.group,
+            min=low,
+            max=high,
+            count=len(ids) * 2,
+            consumername=self.consumer,
+        )
         return {p["message_id"]: int(p["times_delivered"]) for p in pending}
 
     def owned(self, ids: Sequence[bytes]) -> set[bytes]:
@@ -150,9 +163,12 @@ class StreamGroup:
         args = [x for raw_id in ids for x in (raw_id, "0" if raw_id in done else "1")]
         lost = int(self._run("settle", [self._unsettled, self._lost], args))
         if lost:
-            logger.error("metrics stream %s: %d pending entries were trimmed from the stream "
-                         "before they were applied: their events are not in the aggregates",
-                         self.stream, lost)  # fmt: skip
+            logger.error(
+                "metrics stream %s: %d pending entries were trimmed from the stream "
+                "before they were applied: their events are not in the aggregates",
+                self.stream,
+                lost,
+            )
         return lost
 
     # ------------------------------------------------------------------ upkeep
@@ -173,8 +189,9 @@ class StreamGroup:
         """Consumers (not this one) with nothing pending and idle ``idle_ms`` leave the group,
         at most ``MAX_FORGET``; how many (forget.lua)."""
         idle = FORGET_IDLE_MS if idle_ms is None else idle_ms
-        return int(self._run("forget", [self.stream],
-                             [self.group, self.consumer, idle, MAX_FORGET]))  # fmt: skip
+        return int(
+            self._run("forget", [self.stream], [self.group, self.consumer, idle, MAX_FORGET])
+        )
 
 
 def _lost_key(stream: str) -> str:

@@ -81,8 +81,9 @@ class EventStream:
                 return
             self._queue.append(entry)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="metrics-stream",
-                                                daemon=True)  # fmt: skip
+                self._thread = threading.Thread(
+                    target=self._loop, name="metrics-stream", daemon=True
+                )
                 self._thread.start()
 
     def _loop(self) -> None:
@@ -100,8 +101,12 @@ class EventStream:
             try:
                 pipe = self._redis().pipeline(transaction=False)
                 for _, entry in part:
-                    pipe.xadd(settings.METRICS_STREAM, entry,  # type: ignore[arg-type]
-                              maxlen=settings.METRICS_STREAM_MAXLEN, approximate=True)  # fmt: skip
+                    pipe.xadd(
+                        settings.METRICS_STREAM,
+                        entry,  # type: ignore[arg-type]
+                        maxlen=settings.METRICS_STREAM_MAXLEN,
+                        approximate=True,
+                    )
                 pipe.execute()
                 with self._lock:
                     self._sent += sum(n for n, _ in part)
@@ -130,8 +135,9 @@ class EventStream:
             # retried: XADD * gives a new ID each time, so resending a pipeline whose reply was
             # lost would add its entries twice and the consumer count their events twice (a
             # lost reply counts them as dropped instead, which they may not be: never more).
-            self._client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=1,
-                                                retry=Retry(NoBackoff(), 0))  # fmt: skip
+            self._client = redis.Redis.from_url(
+                url, socket_timeout=2, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
+            )
             self._url = url
         return self._client
 
@@ -147,8 +153,12 @@ class EventStream:
                 return
             n, self._unwarned, self._warned_at = self._unwarned, 0, time.monotonic()
             total = self._dropped
-        logger.warning("metrics: %d events dropped (%d in all since start): the stream's Redis "
-                       "did not take them, or too many waited", n, total)  # fmt: skip
+        logger.warning(
+            "metrics: %d events dropped (%d in all since start): the stream's Redis "
+            "did not take them, or too many waited",
+            n,
+            total,
+        )
 
     def dropped(self) -> int:
         return self._dropped

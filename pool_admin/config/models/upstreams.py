@@ -301,8 +301,9 @@ class Upstream(ConfigModel):
 
     def labels(self) -> LabelMap:
         """How this upstream's vendor labels become the pool's; BadLabel when its map is off."""
-        return LabelMap.of(self.label_map, self.default_region or None,
-                           self.default_carrier or None)  # fmt: skip
+        return LabelMap.of(
+            self.label_map, self.default_region or None, self.default_carrier or None
+        )
 
     def answer_format(self) -> Format:
         """How this upstream's answers are read (its preset, or its generic reader);

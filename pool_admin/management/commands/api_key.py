@@ -68,8 +68,9 @@ class Command(OperatorCommand):
         if key is None:
             raise CommandError(f"no API key with prefix {prefix!r}; nothing changed")
         if key.revoked_at is not None:
-            self.stdout.write(f"API key {key} of {key.client} was already revoked on "
-                              f"{_when(key.revoked_at)}.")  # fmt: skip
+            self.stdout.write(
+                f"API key {key} of {key.client} was already revoked on {_when(key.revoked_at)}."
+            )
             return
         key.revoke()
         self.stdout.write(f"Revoked API key {key} of {key.client} {CACHE_NOTE}.")

@@ -44,11 +44,14 @@ class Command(OperatorCommand):
             signal.signal(sig, lambda *_: stop.set())
         opts = options_from_settings(batch=batch)
         # Reads block at most block_ms; the socket waits a little longer than that.
-        client = redis.Redis.from_url(settings.METRICS_REDIS_URL,
-                                      socket_timeout=opts.block_ms / 1000 + 5)  # fmt: skip
+        client = redis.Redis.from_url(
+            settings.METRICS_REDIS_URL, socket_timeout=opts.block_ms / 1000 + 5
+        )
         consumer = Consumer(client, options["name"], opts)
         self.stdout.write(f"metrics consumer {options['name']}: {opts.stream} -> PostgreSQL")
         consumer.run(stop)
-        self.stdout.write(f"metrics consumer {options['name']}: stopped; applied "
-                          f"{consumer.applied}, redelivered {consumer.duplicates}, "
-                          f"dead-lettered {consumer.dead}")  # fmt: skip
+        self.stdout.write(
+            f"metrics consumer {options['name']}: stopped; applied "
+            f"{consumer.applied}, redelivered {consumer.duplicates}, "
+            f"dead-lettered {consumer.dead}"
+        )

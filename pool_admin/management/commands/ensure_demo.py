@@ -78,9 +78,13 @@ class Command(OperatorCommand):
             credential = Credential.objects.get(name=demo.CREDENTIAL)
         account, _ = ProviderAccount.objects.update_or_create(
             name=demo.ACCOUNT,
-            defaults={"credential": credential, "api_calls_per_second": 5,
-                      "api_calls_per_minute": 120, "fetch_concurrency": 2},
-        )  # fmt: skip
+            defaults={
+                "credential": credential,
+                "api_calls_per_second": 5,
+                "api_calls_per_minute": 120,
+                "fetch_concurrency": 2,
+            },
+        )
         return account
 
     def _upstream(self, account: ProviderAccount, name: str, base: str) -> Upstream:
@@ -88,15 +92,24 @@ class Command(OperatorCommand):
         upstream, _ = Upstream.objects.update_or_create(
             name=name,
             defaults={
-                "account": account, "kind": Upstream.Kind.PRESET, "preset": "webshare_list",
-                "endpoint_url": f"{base}/{demo.PATH}", "request_params": {"protocol": protocol},
-                "count_param": "page_size", "credential_header": "Authorization",
-                "allow_local_hosts": True, "default_protocol": protocol, "default_ttl_s": 60,
-                "safety_margin_s": 5, "max_size": SIZES[name], "fetch_interval_s": 10,
-                "check_url": f"{base}/healthz", "check_timeout_ms": 2_000,
+                "account": account,
+                "kind": Upstream.Kind.PRESET,
+                "preset": "webshare_list",
+                "endpoint_url": f"{base}/{demo.PATH}",
+                "request_params": {"protocol": protocol},
+                "count_param": "page_size",
+                "credential_header": "Authorization",
+                "allow_local_hosts": True,
+                "default_protocol": protocol,
+                "default_ttl_s": 60,
+                "safety_margin_s": 5,
+                "max_size": SIZES[name],
+                "fetch_interval_s": 10,
+                "check_url": f"{base}/healthz",
+                "check_timeout_ms": 2_000,
                 "check_interval_s": 30,
             },
-        )  # fmt: skip
+        )
         return upstream
 
     def _client(self, upstreams: list[Upstream]) -> ApiClient:

@@ -97,8 +97,17 @@ class Command(OperatorCommand):
             )
             for p in result.proxies
         ]
-        headers = ("id", "address", "protocol", "username", "password", "expires",
-                   "upstream", "region", "carrier")  # fmt: skip
+        headers = (
+            "id",
+            "address",
+            "protocol",
+            "username",
+            "password",
+            "expires",
+            "upstream",
+            "region",
+            "carrier",
+        )
         if rows:
             self.stdout.write(table(headers, rows))
         self.stdout.write(
