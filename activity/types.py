@@ -174,8 +174,15 @@ def _check_options(options: PoolOptions) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidRequest(f"PoolOptions.{name} must be a positive integer")
     count(options.max_gateway_reserve, "PoolOptions.max_gateway_reserve", low=0, high=10**9)
-    for name in ("idempotency_ttl", "operation_ttl", "report_ttl", "max_proxy_ttl",
-                 "max_lease_ttl", "max_clock_skew", "max_quarantine"):  # fmt: skip
+    for name in (
+        "idempotency_ttl",
+        "operation_ttl",
+        "report_ttl",
+        "max_proxy_ttl",
+        "max_lease_ttl",
+        "max_clock_skew",
+        "max_quarantine",
+    ):
         value = getattr(options, name)
         # A year bounds every TTL: key lifetimes stay finite and datetime arithmetic exact.
         if not isinstance(value, timedelta) or not 1 <= span_ms(value) <= YEAR_MS:
@@ -186,8 +193,12 @@ def _check_options(options: PoolOptions) -> None:
         maximum=span_ms(options.max_quarantine),
     )
     count(options.suspect_after_failures, "PoolOptions.suspect_after_failures", low=0, high=1_000)
-    duration_ms(options.failure_window, "PoolOptions.failure_window", minimum=1,
-                maximum=span_ms(options.max_quarantine))  # fmt: skip
+    duration_ms(
+        options.failure_window,
+        "PoolOptions.failure_window",
+        minimum=1,
+        maximum=span_ms(options.max_quarantine),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,14 +277,18 @@ class HealthResult:
 
     def __add__(self, other: HealthResult) -> HealthResult:
         """The counts of two calls together (a checker applies its results in rounds)."""
-        return HealthResult(self.applied + other.applied, self.missing + other.missing,
-                            self.ignored + other.ignored, self.stale + other.stale)  # fmt: skip
+        return HealthResult(
+            self.applied + other.applied,
+            self.missing + other.missing,
+            self.ignored + other.ignored,
+            self.stale + other.stale,
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class RecheckPolicy:
-    """When an idle proxy is checked again (``RecheckQueue.take_due_checks``; the cadence of
-    ``../research/providers.md`` 5.2: check effort follows remaining lifetime).
+    """When an idle proxy is checked again (``RecheckQueue.take_due_checks``; check effort
+    follows remaining lifetime: docs/activity-pool.md, "Rechecks").
 
     A proxy with less than ``min_remaining`` of usable life left is never rechecked (a check
     would cost a good part of what is left; outcome reports tell instead). Otherwise an

@@ -40,8 +40,9 @@ def prepare_browse(query: object, options: PoolOptions) -> PreparedBrowse:
     budget = most if query.budget is None else count(query.budget, "budget", low=1, high=most)
     after = query.after
     after_id = "" if after is None else text(after.proxy_id, "after.proxy_id", options)
-    after_ms = None if after is None else count(after.expires_ms, "after.expires_ms", low=0,
-                                                   high=MAX_MS)  # fmt: skip
+    after_ms = (
+        None if after is None else count(after.expires_ms, "after.expires_ms", low=0, high=MAX_MS)
+    )
     return PreparedBrowse(
         upstream=labels["upstream"],
         state="" if query.state is None else query.state.value,

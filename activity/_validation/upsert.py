@@ -141,8 +141,13 @@ def prepare_batch(
         carrier_key = None if carrier is None else _label_key(carrier, index, "carrier")
         concurrency = proxy.max_concurrency
         if type(concurrency) is not int or not 1 <= concurrency <= MAX_CONCURRENCY:
-            count(concurrency, f"proxies[{index}].max_concurrency", low=1,
-                  high=MAX_CONCURRENCY, error=InvalidBatch)  # fmt: skip
+            count(
+                concurrency,
+                f"proxies[{index}].max_concurrency",
+                low=1,
+                high=MAX_CONCURRENCY,
+                error=InvalidBatch,
+            )
         expires = proxy.expires_at
         if type(expires) is datetime and expires.tzinfo is UTC:
             expires_ms = to_ms(expires)
@@ -157,8 +162,21 @@ def prepare_batch(
         ref = None if proxy.secret_ref is None else digest("ref", proxy.secret_ref.ref)
         # The operation digest covers the caller's input, not what survived filtering, so a
         # retry after the clock moved or a secret rotated is still recognised as the same call.
-        raw.append([pid, key_digest, host, port, proxy.protocol, region, carrier, concurrency,
-                    expires_ms, ref, labels])  # fmt: skip
+        raw.append(
+            [
+                pid,
+                key_digest,
+                host,
+                port,
+                proxy.protocol,
+                region,
+                carrier,
+                concurrency,
+                expires_ms,
+                ref,
+                labels,
+            ]
+        )
         username: str | None = None
         password: str | None = None
         if usable_ms <= now_ms or expires_ms - now_ms > max_ttl_ms:
@@ -166,16 +184,32 @@ def prepare_batch(
             continue
         if proxy.secret_ref is not None:
             credential = _resolve(resolver, proxy.secret_ref)
-            if credential is None or not (_storable(credential.username)
-                                          and _storable(credential.password)):  # fmt: skip
+            if credential is None or not (
+                _storable(credential.username) and _storable(credential.password)
+            ):
                 dropped += 1
                 continue
             username, password = credential.username, credential.password
         accepted.append(
-            PreparedProxy(pid, index, key_digest, host, port, proxy.protocol, region, carrier,
-                          concurrency, expires_ms, usable_ms, username, password, labels,
-                          region_key, carrier_key)
-        )  # fmt: skip
+            PreparedProxy(
+                pid,
+                index,
+                key_digest,
+                host,
+                port,
+                proxy.protocol,
+                region,
+                carrier,
+                concurrency,
+                expires_ms,
+                usable_ms,
+                username,
+                password,
+                labels,
+                region_key,
+                carrier_key,
+            )
+        )
     content = orjson.dumps([upstream_id, max_size, margin_ms, raw]).decode()
     return PreparedBatch(
         upstream_id=upstream_id,
@@ -306,12 +340,12 @@ def prepare_recheck(
     if not isinstance(policy, RecheckPolicy):
         raise InvalidRequest("policy must be a RecheckPolicy")
     interval = duration_ms(policy.min_interval, "policy.min_interval", minimum=1)
-    fraction = count(policy.lifetime_fraction, "policy.lifetime_fraction", low=1,
-                     high=MAX_LIFETIME_FRACTION)  # fmt: skip
+    fraction = count(
+        policy.lifetime_fraction, "policy.lifetime_fraction", low=1, high=MAX_LIFETIME_FRACTION
+    )
     remaining = duration_ms(policy.min_remaining, "policy.min_remaining")
     n = count(limit, "limit", low=1, high=options.max_health_batch)
     if not isinstance(policy.available, bool):
         raise InvalidRequest("policy.available must be a bool")
     assert isinstance(upstream_id, str)
-    return PreparedRecheck(upstream_id, now_ms, interval, fraction, remaining, n,
-                           policy.available)  # fmt: skip
+    return PreparedRecheck(upstream_id, now_ms, interval, fraction, remaining, n, policy.available)

@@ -64,8 +64,13 @@ class VendorLabelField(serializers.CharField):
     characters, matched whatever their case (``us`` finds ``US``)."""
 
     def __init__(self, help_text: str) -> None:
-        super().__init__(required=False, allow_null=True, trim_whitespace=False,
-                         max_length=MAX_LABEL * 4, help_text=help_text)  # fmt: skip
+        super().__init__(
+            required=False,
+            allow_null=True,
+            trim_whitespace=False,
+            max_length=MAX_LABEL * 4,
+            help_text=help_text,
+        )
 
     def to_internal_value(self, data: Any) -> str:
         value = super().to_internal_value(data)

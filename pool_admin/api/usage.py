@@ -2,10 +2,11 @@
 
 ``emit_usage(event)`` queues one event; a daemon thread per process writes what is queued
 every ``FLUSH_INTERVAL_S`` as ONE log record of the ``pool_admin.usage`` logger, one line per
-event: ``usage {json}``, each with its own ``at`` (Unix seconds, ms precision). The metrics
-issue will hand the same batches to a Redis Stream instead. Why batched: a log record per
-request cost ~90 µs of the API's ~750 µs of in-process CPU per extract (docs/PERFORMANCE.md);
-queueing one costs a few µs.
+event: ``usage {json}``, each with its own ``at`` (Unix seconds, ms precision). This is the
+audit log of calls; the metrics pipeline gets its own, smaller events from the callers
+(``pool_admin.metrics.stream.emit_event``), batched to a Redis Stream the same way. Why
+batched: a log record per request cost ~90 µs of the API's ~750 µs of in-process CPU per
+extract (docs/PERFORMANCE.md); queueing one costs a few µs.
 
 Bounds (pool_admin/log_batches.py): at most ``MAX_QUEUED`` events wait, beyond that they are
 counted and dropped and the next batch says how many; what is queued at a normal exit (also of
