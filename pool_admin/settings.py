@@ -165,7 +165,8 @@ SITE_MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 # The admin's and django-axes' checks look for their middleware in MIDDLEWARE only; it runs from
-# SITE_MIDDLEWARE for every admin page (tests/pool_admin/test_site_middleware.py).
+# SITE_MIDDLEWARE for every admin page, and pool_admin/checks.py demands it there instead
+# (pool_admin.E001, E002).
 SILENCED_SYSTEM_CHECKS = ["admin.E408", "admin.E409", "admin.E410", "axes.W002"]
 
 # A new API key's plaintext is shown once through a message. Messages stay on the server (in

@@ -17,8 +17,11 @@ It takes (:meth:`FastExtract.answer`; anything else goes to Django before anythi
   Django's to answer;
 * ``Authorization: Bearer`` with a key verified less than ``auth.CACHE_TTL`` ago (an unknown
   key is verified, and cached, by Django's path, which also manages the database connection);
-* ``ExtractView`` as this module does its part (:data:`VIEW_AS_DONE_HERE`): a view given
-  another permission or renderer is left to answer every request itself.
+* nothing of ``ExtractView``'s configuration but what this module does too
+  (:data:`VIEW_AS_DONE_HERE`): a view given another permission, throttle or renderer is a
+  system check error (pool_admin/checks.py, ``pool_admin.E003``) and this application refuses
+  to be built, so the web server does not start, rather than quietly leaving every extract to
+  Django's slower path.
 
 Once it has the key, the request is this application's: the body is read and parsed as DRF's
 parser does it (parsers.parse_json), the extract is ``views.run_extract``, the function
@@ -38,6 +41,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.handlers.wsgi import get_path_info, get_script_name
 from django.http import HttpRequest, HttpResponse, UnreadablePostError
 from django.http.request import split_domain_port, validate_host
@@ -85,8 +89,18 @@ class Answer(NamedTuple):
     content: bytes
 
 
+def view_differences() -> list[str]:
+    """How ExtractView differs from what this application does around its ``post``, one line
+    per attribute; empty when it does not."""
+    return [
+        f"ExtractView.{name} is {getattr(ExtractView, name)!r}, not {value!r}"
+        for name, value in VIEW_AS_DONE_HERE.items()
+        if getattr(ExtractView, name) != value
+    ]
+
+
 def view_is_as_done_here() -> bool:
-    return all(getattr(ExtractView, name) == value for name, value in VIEW_AS_DONE_HERE.items())
+    return not view_differences()
 
 
 class _Scheme(HttpRequest):
@@ -201,6 +215,12 @@ class FastExtract:
     """
 
     def __init__(self, app: WSGIApp | None) -> None:
+        differences = view_differences()
+        if differences:  # the same as system check pool_admin.E003, for a server not checked
+            raise ImproperlyConfigured(
+                "The extract's own application would answer unlike ExtractView: "
+                + "; ".join(differences)
+            )
         self.app = app
         self._view_headers = list(ExtractView().default_response_headers.items())
         self._security = {secure: security_headers(secure) for secure in (False, True)}
@@ -217,7 +237,7 @@ class FastExtract:
         """The answer to this request, made here; None when Django must make it (then nothing
         of the request was read)."""
         length = _ordinary(environ)
-        if not length or not view_is_as_done_here():
+        if not length:
             return None
         secure = _is_secure(environ)
         if _django_would_answer_itself(environ, secure):

@@ -8,4 +8,5 @@ class ConfigAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from pool_admin import checks  # noqa: F401  (registers the project's system checks)
         from pool_admin.config import signals  # noqa: F401  (connects the receivers)

@@ -174,3 +174,19 @@ def api(request):
         return client
 
     return make
+
+
+@pytest.fixture
+def extracts_run_by_fast(monkeypatch):
+    """Request IDs of the extracts fast_extract.py ran (whatever their answer)."""
+    calls = []
+    from pool_admin.api import fast_extract
+
+    original = fast_extract.run_extract
+
+    def spy(principal, body, idempotency_key, request_id):
+        calls.append(request_id)
+        return original(principal, body, idempotency_key, request_id)
+
+    monkeypatch.setattr(fast_extract, "run_extract", spy)
+    return calls

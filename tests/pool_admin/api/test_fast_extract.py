@@ -35,20 +35,6 @@ def clients(plaintext: str) -> tuple[APIClient, APIClient]:
     return first, django
 
 
-@pytest.fixture
-def extracts_run_by_fast(monkeypatch):
-    """Request IDs of the extracts fast_extract.py ran (whatever their answer)."""
-    calls = []
-    original = fast_extract.run_extract
-
-    def spy(principal, body, idempotency_key, request_id):
-        calls.append(request_id)
-        return original(principal, body, idempotency_key, request_id)
-
-    monkeypatch.setattr(fast_extract, "run_extract", spy)
-    return calls
-
-
 def comparable(response):
     if not response["Content-Type"].endswith("json"):
         return response.status_code, dict(response.items()), response.content
@@ -135,7 +121,9 @@ def test_requests_without_an_extract_are_answered_alike(
 def test_the_views_permissions_hold_on_the_fast_path(
     make_client, seed, extracts_run_by_fast, monkeypatch
 ):
-    """A permission added to the view later is never skipped by fast_extract.py."""
+    """A permission added to the view later is never skipped by fast_extract.py: it refuses
+    to be built, and the view refuses the request."""
+    from django.core.exceptions import ImproperlyConfigured
     from rest_framework.exceptions import PermissionDenied
     from rest_framework.permissions import BasePermission
 
@@ -150,13 +138,16 @@ def test_the_views_permissions_hold_on_the_fast_path(
             raise PermissionDenied("not today")
 
     seed(n=1)
-    first, _ = clients(make_client().plaintext)
-    assert first.post(URL, ORDINARY, format="json").status_code == 200
+    first, django = clients(make_client().plaintext)
+    assert first.post(URL, ORDINARY, format="json").status_code == 200  # the key is cached
     for permission in (Nobody, Raises):
         monkeypatch.setattr(ExtractView, "permission_classes", [permission])
-        response = first.post(URL, ORDINARY, format="json")
+        with pytest.raises(ImproperlyConfigured, match="permission_classes"):
+            first.post(URL, ORDINARY, format="json")
+        response = django.post(URL, ORDINARY, format="json")
         assert response.status_code == 403 and response.json()["code"] == "forbidden"
     assert extracts_run_by_fast == []
+    assert seed.pool.inventory("acme-us") == 0  # the first call's, before the permission
 
 
 @pytest.mark.parametrize(
@@ -209,20 +200,31 @@ def test_what_djangos_middleware_redirects_or_refuses_is_left_to_it(
     assert comparable(response) == comparable(reference)
 
 
-def test_another_renderer_on_the_view_leaves_requests_to_the_view(
-    make_client, seed, extracts_run_by_fast, monkeypatch
-):
+@pytest.mark.parametrize(
+    "attribute", ["renderer_classes", "throttle_classes", "permission_classes"]
+)
+def test_a_view_configured_unlike_the_fast_path_stops_the_start(monkeypatch, attribute):
+    """Not a quiet fallback to Django's path for every extract: the web server's application
+    refuses to be built, and ``manage.py check`` (the launcher's start) fails."""
+    from django.core.checks import run_checks
+    from django.core.exceptions import ImproperlyConfigured
+    from rest_framework.permissions import IsAuthenticated
     from rest_framework.renderers import BrowsableAPIRenderer
+    from rest_framework.throttling import AnonRateThrottle
 
     from pool_admin.api.views import ExtractView
 
-    seed(n=2)
-    first, _ = clients(make_client().plaintext)
-    assert first.post(URL, ORDINARY, format="json").status_code == 200  # caches the key
-    monkeypatch.setattr(ExtractView, "renderer_classes", [JSONRenderer, BrowsableAPIRenderer])
+    changed = {
+        "renderer_classes": [JSONRenderer, BrowsableAPIRenderer],
+        "throttle_classes": [AnonRateThrottle],
+        "permission_classes": [IsAuthenticated],
+    }[attribute]
+    monkeypatch.setattr(ExtractView, attribute, changed)
     assert not fast_extract.view_is_as_done_here()
-    assert first.post(URL, ORDINARY, format="json").status_code == 200
-    assert extracts_run_by_fast == []
+    with pytest.raises(ImproperlyConfigured, match=f"ExtractView.{attribute} is"):
+        fast_extract.FastExtract(None)
+    [error] = [e for e in run_checks() if e.id == "pool_admin.E003"]
+    assert f"ExtractView.{attribute} is" in error.msg and error.is_serious()
 
 
 def test_the_projects_view_and_route_are_what_the_fast_path_does():
