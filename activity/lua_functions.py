@@ -1,14 +1,16 @@
 """Redis function libraries: loading one and calling its operations, shared by the Redis
-adapters (the pool's, activity/redis; the fetch scheduler's, activity/scheduler/redis.py).
+adapters (the pool's, activity/redis; the fetch scheduler's, activity/scheduler/redis.py) and
+the usage stream's consumer group (pool_admin/metrics/group.py).
 
 A library's shared part and its operation files (each wrapped as one function) form one Redis
 function library, loaded once (FUNCTION LOAD) and called with FCALL. A library costs its helpers
 once per load instead of once per call, which as an EVALSHA prelude cost more than the
 operations themselves (docs/PERFORMANCE.md). The library's name carries a digest of its code, so
 two versions side by side never clash; a "function not found" reply (a restart, a failover to a
-replica without it, FUNCTION FLUSH) reloads it and retries transparently, once. Replies are
-JSON: ``{"ok": value}`` or ``{"err": code, "reason": ..., ...}``; errors map to the shared code
-table in ``activity.errors``.
+replica without it, FUNCTION FLUSH) reloads it and retries transparently, once. Replies of
+``Scripts.call`` are JSON: ``{"ok": value}`` or ``{"err": code, "reason": ..., ...}``; errors map
+to the shared code table in ``activity.errors``. ``Scripts.call_raw`` leaves both as Redis
+gives them, for a library whose replies are Redis's own structures.
 """
 
 from __future__ import annotations
@@ -49,6 +51,14 @@ class FunctionLibrary:
     shared: tuple[Path, ...]
     operations: tuple[tuple[str, Path], ...]
     wrapper: str
+
+    @classmethod
+    def of_folder(
+        cls, prefix: str, folder: Path, operations: tuple[str, ...], wrapper: str
+    ) -> FunctionLibrary:
+        """A library kept in one folder: ``lib.lua`` shared, ``<operation>.lua`` each."""
+        ops = tuple((name, folder / f"{name}.lua") for name in operations)
+        return cls(prefix, (folder / "lib.lua",), ops, wrapper)
 
 
 @cache
@@ -101,14 +111,7 @@ class Scripts:
         loaded = False
         while True:
             try:
-                raw = pooled_call(
-                    self._client.connection_pool,
-                    "FCALL",
-                    f"{name}_{self._suffix}",
-                    1,
-                    self._meta,
-                    *argv,
-                )
+                raw = self._fcall(name, argv)
                 break
             except _TRANSIENT as exc:
                 attempts -= 1
@@ -125,6 +128,25 @@ class Scripts:
             except redis.RedisError as exc:
                 raise StoreUnavailable(f"Redis refused {name}") from exc
         return _decode(name, raw)
+
+    def call_raw(self, name: str, *args: object) -> Any:
+        """Run one function whose reply is not JSON, and give its reply as Redis sends it and
+        its errors as redis-py raises them (the caller maps them itself). For replies that
+        carry bytes JSON cannot hold unchanged, such as stream entries (the usage stream's
+        library). Never retried: only a missing library is loaded, and the call made again."""
+        argv = [_arg(a) for a in args]
+        try:
+            return self._fcall(name, argv)
+        except redis.ResponseError as exc:
+            if "function not found" not in str(exc).lower():
+                raise
+        self._client.function_load(self._code, replace=True)  # never ran: calling again is safe
+        return self._fcall(name, argv)
+
+    def _fcall(self, name: str, argv: list[str | int | float | bytes]) -> Any:
+        return pooled_call(
+            self._client.connection_pool, "FCALL", f"{name}_{self._suffix}", 1, self._meta, *argv
+        )
 
     def _load(self) -> None:
         try:

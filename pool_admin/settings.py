@@ -93,9 +93,9 @@ CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, _REDIS_SCHEMES)
 POOL_PREFIX = env_str("POOL_PREFIX", "pp")
 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}", POOL_PREFIX):
     raise EnvError("POOL_PREFIX must be 1-32 characters of A-Z a-z 0-9 . _ -, starting alnum")
-METRICS_STREAM = f"{POOL_PREFIX}:metrics:events"
+METRICS_STREAM = f"{POOL_PREFIX}:{{metrics}}:events"
 METRICS_GROUP = "aggregates"
-METRICS_DEAD_LETTER = f"{POOL_PREFIX}:metrics:dead"
+METRICS_DEAD_LETTER = f"{POOL_PREFIX}:{{metrics}}:dead"
 
 # How long a banned proxy's exit is not taken again (outcome reports; 0: never quarantined):
 # the pool's PoolOptions.default_quarantine, at most its max_quarantine.

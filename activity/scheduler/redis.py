@@ -45,12 +45,7 @@ _WRAPPER = (
     "  return (function()\n{body}\n  end)()\n"
     "end)\n"
 )
-SCHEDULER_LIBRARY = FunctionLibrary(
-    prefix="pp_sched",
-    shared=(_DIR / "lib.lua",),
-    operations=tuple((name, _DIR / f"{name}.lua") for name in OPERATIONS),
-    wrapper=_WRAPPER,
-)
+SCHEDULER_LIBRARY = FunctionLibrary.of_folder("pp_sched", _DIR, OPERATIONS, _WRAPPER)
 
 
 class RedisScheduler:

@@ -4,8 +4,8 @@ The loop (``../shared/research/operations.md`` §8; the Redis side of each step:
 
 1. On start, and after any failure, this consumer's own pending entries first, until none
    are left (the first pass after the process starts counts a delivery, later ones do not:
-   lua/read_own.lua); then new ones (blocking at most ``block_ms``, after counting what the
-   stream trimmed before the group read it: lua/read_new.lua).
+   lua/metrics/read_own.lua); then new ones (blocking at most ``block_ms``, after counting what the
+   stream trimmed before the group read it: lua/metrics/read_new.lua).
 2. A batch's readable entries (each a batch of events, events.py) are applied in ONE
    transaction (applying.py): their IDs recorded under a unique constraint, the events of the
    entries not applied before and still this consumer's added, their refusals told. Commit.
@@ -53,7 +53,7 @@ from django.db import DatabaseError, connection
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.applying import Decoded, applied_ids, apply_batch, prune_applied
 from pool_admin.metrics.events import Event, MalformedEvent, Refused, decode_entry
-from pool_admin.metrics.group import Entry, StreamGroup
+from pool_admin.metrics.group import Entry, StreamGroup, hash_tag
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,13 @@ class ConsumerOptions:
     max_deliveries: int = 5
     #: Most entries the dead-letter stream keeps (approximately; the oldest go first).
     dead_letter_maxlen: int = 100_000
+
+    def __post_init__(self) -> None:
+        tag = hash_tag(self.stream)
+        if tag is None or hash_tag(self.dead_letter) != tag:
+            raise ValueError("the dead-letter stream's key must carry the usage stream's hash "
+                             "tag (as 'pp:{metrics}:dead' beside 'pp:{metrics}:events'): the "
+                             "stream's keys are one slot")  # fmt: skip
 
 
 class Consumer:

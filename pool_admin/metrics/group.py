@@ -1,12 +1,15 @@
 """The usage stream's consumer group, the Redis side: what one consumer reads, claims,
-acknowledges and retires, each step that must not be split done in one script (lua/).
+acknowledges and retires, each step that must not be split one function of the library in
+lua/metrics/ (loaded and called by activity/lua_functions.py, as the pool's and the
+scheduler's are).
 
 A caller sees entries as ``(ID, fields or None)`` (None: trimmed from the stream while
 pending) and never a key name or a script's reply. The keys beside the stream: ``:lost``
 (a HASH, ``total``: entries trimmed before a consumer applied them, GET /metrics) and
 ``:unsettled`` (a ZSET of trimmed pending entries whose fate the consumer has yet to look up:
 applied before they were trimmed, or lost). The applied IDs of unsettled entries are kept
-(``prune_bound``), so the look-up is always right.
+(``prune_bound``), so the look-up is always right. The stream's key carries a hash tag
+(``<prefix>:{metrics}:events``), which the keys named after it share: one Cluster slot.
 
 Bounds: every read at most ``count`` entries; a settle at most ``SETTLE_BATCH``; a forget at
 most ``MAX_FORGET`` consumers.
@@ -16,11 +19,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 import redis
+
+from activity.lua_functions import LUA_DIR, FunctionLibrary, Scripts
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +33,18 @@ StreamId = tuple[int, int]
 SETTLE_BATCH = 1_000
 FORGET_IDLE_MS = 3_600_000
 MAX_FORGET = 100
-_LUA = Path(__file__).with_name("lua")
+
+OPERATIONS = ("read_new", "read_own", "claim", "retire", "settle", "forget")
+# allow-oom: a stream Redis at its maxmemory must still let the consumer read, acknowledge and
+# count what it lost (as EVAL scripts without flags did; a function without it is refused).
+_WRAPPER = (
+    "redis.register_function{{function_name='{name}_{suffix}', flags={{'allow-oom'}},\n"
+    "  callback=function(KEYS, ARGV)\n"
+    "    bind(KEYS[1])\n"
+    "    return (function()\n{body}\n    end)()\n"
+    "  end}}\n"
+)
+METRICS_LIBRARY = FunctionLibrary.of_folder("pp_metrics", LUA_DIR / "metrics", OPERATIONS, _WRAPPER)
 
 
 def stream_id(raw: bytes | str) -> StreamId:
@@ -39,9 +53,12 @@ def stream_id(raw: bytes | str) -> StreamId:
     return int(ms), int(seq)
 
 
-@cache
-def _source(name: str) -> str:
-    return (_LUA / f"{name}.lua").read_text()
+def hash_tag(key: str) -> str | None:
+    """The part of ``key`` Redis Cluster hashes when it has one (between the first ``{`` and
+    the first ``}`` after it, not empty), else None."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    return key[start + 1 : end] if start >= 0 and end > start + 1 else None
 
 
 def _fields(flat: Any) -> dict[bytes, bytes] | None:
@@ -52,16 +69,13 @@ def _fields(flat: Any) -> dict[bytes, bytes] | None:
 
 class StreamGroup:
     def __init__(self, client: redis.Redis, stream: str, group: str, consumer: str) -> None:
+        if hash_tag(stream) is None:
+            raise ValueError(f"the usage stream's key {stream!r} has no hash tag (as in "
+                             "'pp:{metrics}:events'): the keys named after it would not "
+                             "share its Cluster slot")  # fmt: skip
         self.client, self.stream, self.group, self.consumer = client, stream, group, consumer
-        self._lost = _lost_key(stream)
         self._unsettled = f"{stream}:unsettled"
-        self._scripts: dict[str, Any] = {}
-
-    def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
-        script = self._scripts.get(name)
-        if script is None:  # EVALSHA, loading the script when the server does not have it
-            script = self._scripts[name] = self.client.register_script(_source(name))
-        return script(keys=keys, args=args)
+        self._scripts = Scripts(client, stream, METRICS_LIBRARY)
 
     # ------------------------------------------------------------------ the group
     def ensure(self) -> None:
@@ -88,9 +102,7 @@ class StreamGroup:
         return self._read_new(count)[0] if woken else []
 
     def _read_new(self, count: int) -> tuple[list[Entry], bytes]:
-        lost, raw, last = self._run(
-            "read_new", [self.stream, self._lost], [self.group, self.consumer, count]
-        )
+        lost, raw, last = self._scripts.call_raw("read_new", self.group, self.consumer, count)
         if lost:
             logger.error(
                 "metrics stream %s: %s entries were trimmed before any consumer read "
@@ -104,8 +116,8 @@ class StreamGroup:
     def read_own(self, count: int, *, count_delivery: bool) -> tuple[list[Entry], dict[bytes, int]]:
         """Up to ``count`` of this consumer's pending entries, oldest first, and how often each
         was delivered; a delivery more only when ``count_delivery`` (read_own.lua: why)."""
-        rows = self._run(
-            "read_own", [self.stream], [self.group, self.consumer, count, int(count_delivery)]
+        rows = self._scripts.call_raw(
+            "read_own", self.group, self.consumer, count, int(count_delivery)
         )
         entries = [(raw_id, _fields(flat)) for raw_id, flat, _ in rows]
         return entries, {raw_id: int(times) for raw_id, _, times in rows}
@@ -113,10 +125,8 @@ class StreamGroup:
     def claim(self, min_idle_ms: int, start: bytes | str, count: int) -> tuple[bytes, list[Entry]]:
         """Entries pending longer than ``min_idle_ms`` with any consumer, from ``start``; the
         cursor to go on from (``0-0``: the end). Trimmed ones go to the unsettled set."""
-        cursor, raw = self._run(
-            "claim",
-            [self.stream, self._unsettled],
-            [self.group, self.consumer, min_idle_ms, start, count],
+        cursor, raw = self._scripts.call_raw(
+            "claim", self.group, self.consumer, min_idle_ms, start, count
         )
         return cursor, [(raw_id, _fields(flat)) for raw_id, flat in raw]
 
@@ -151,7 +161,7 @@ class StreamGroup:
         """Pending entries the stream trimmed leave the pending list for the unsettled set."""
         if not ids:
             return 0
-        return int(self._run("retire", [self.stream, self._unsettled], [self.group, *ids]))
+        return int(self._scripts.call_raw("retire", self.group, *ids))
 
     def settle(self, applied: Callable[[Sequence[bytes]], Collection[bytes]]) -> int:
         """Up to ``SETTLE_BATCH`` unsettled entries leave the set, counted as lost unless
@@ -161,7 +171,7 @@ class StreamGroup:
             return 0
         done = set(applied(ids))
         args = [x for raw_id in ids for x in (raw_id, "0" if raw_id in done else "1")]
-        lost = int(self._run("settle", [self._unsettled, self._lost], args))
+        lost = int(self._scripts.call_raw("settle", *args))
         if lost:
             logger.error(
                 "metrics stream %s: %d pending entries were trimmed from the stream "
@@ -189,9 +199,7 @@ class StreamGroup:
         """Consumers (not this one) with nothing pending and idle ``idle_ms`` leave the group,
         at most ``MAX_FORGET``; how many (forget.lua)."""
         idle = FORGET_IDLE_MS if idle_ms is None else idle_ms
-        return int(
-            self._run("forget", [self.stream], [self.group, self.consumer, idle, MAX_FORGET])
-        )
+        return int(self._scripts.call_raw("forget", self.group, self.consumer, idle, MAX_FORGET))
 
 
 def _lost_key(stream: str) -> str:

@@ -10,15 +10,13 @@ import pytest
 
 from activity.errors import ERROR_CODES
 from activity.redis._scripts import LUA_DIR, SCRIPT_NAMES, script_source
+from tests.harness.lua import check_header
 
 
 @pytest.mark.parametrize("name", SCRIPT_NAMES)
 def test_every_script_documents_keys_argv_returns_and_errors(name):
     """CONVENTIONS: one script per atomic operation, a header in every script."""
-    header = (LUA_DIR / f"{name}.lua").read_text().split("\n\n")[0]
-    for part in ("KEYS[1]", "ARGV[1]", "Returns:", "Errors:"):
-        assert part in header, f"{name}.lua header lacks {part}"
-    assert f"'{name}: arity'" in (LUA_DIR / f"{name}.lua").read_text()
+    check_header(LUA_DIR / f"{name}.lua", name)
 
 
 def test_error_headers_and_replies_use_only_the_shared_codes():

@@ -24,8 +24,8 @@ def entry(*events: tuple[str, int, dict[str, object]]) -> dict[str, bytes]:
 
 def isolate_stream(settings_fixture: object, prefix: str) -> None:
     """Point the producers and the consumer at this test's own stream and dead-letter stream."""
-    settings_fixture.METRICS_STREAM = f"{prefix}:metrics:events"  # type: ignore[attr-defined]
-    settings_fixture.METRICS_DEAD_LETTER = f"{prefix}:metrics:dead"  # type: ignore[attr-defined]
+    settings_fixture.METRICS_STREAM = f"{prefix}:{{metrics}}:events"  # type: ignore[attr-defined]
+    settings_fixture.METRICS_DEAD_LETTER = f"{prefix}:{{metrics}}:dead"  # type: ignore[attr-defined]
 
 
 def drain_metrics() -> int:

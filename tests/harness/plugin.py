@@ -144,12 +144,12 @@ def unique_prefix() -> str:
 @pytest.fixture(autouse=True)
 def _own_usage_stream(unique_prefix: str) -> Iterator[None]:
     """Every test's usage events on a stream of its own: never a running deployment's
-    (``pp:metrics:events`` on a shared Redis), never another test's. (Django's
+    (``pp:{metrics}:events`` on a shared Redis), never another test's. (Django's
     override_settings, not pytest-django's ``settings``: a test may name a parameter so.)"""
     from django.test import override_settings
 
-    with override_settings(METRICS_STREAM=f"{unique_prefix}:metrics:events",
-                           METRICS_DEAD_LETTER=f"{unique_prefix}:metrics:dead"):  # fmt: skip
+    with override_settings(METRICS_STREAM=f"{unique_prefix}:{{metrics}}:events",
+                           METRICS_DEAD_LETTER=f"{unique_prefix}:{{metrics}}:dead"):  # fmt: skip
         yield
 
 

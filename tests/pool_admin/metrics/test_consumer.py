@@ -37,8 +37,8 @@ AT_MS = 29_666_666 * 60_000  # a minute's start: every event counts in that minu
 
 @pytest.fixture
 def options(unique_prefix) -> ConsumerOptions:
-    return ConsumerOptions(stream=f"{unique_prefix}:metrics:events", group="aggregates",
-                           dead_letter=f"{unique_prefix}:metrics:dead", batch=50, block_ms=100,
+    return ConsumerOptions(stream=f"{unique_prefix}:{{metrics}}:events", group="aggregates",
+                           dead_letter=f"{unique_prefix}:{{metrics}}:dead", batch=50, block_ms=100,
                            claim_idle_ms=300, claim_every_s=0.2, max_deliveries=50)  # fmt: skip
 
 

@@ -39,7 +39,7 @@ def test_postgres_stopped_under_the_consumer_loses_nothing(
     migrated = manage("migrate", "--noinput", "-v", "0", **env)
     assert migrated.returncode == 0, migrated.stderr[-2000:]
     client = redis.Redis.from_url(redis_url)
-    events = f"{unique_prefix}:metrics:events"
+    events = f"{unique_prefix}:{{metrics}}:events"
 
     def produce(n: int) -> None:
         for i in range(n):

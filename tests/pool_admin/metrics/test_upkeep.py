@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pyt
 
 @pytest.fixture
 def options(unique_prefix) -> ConsumerOptions:
-    return ConsumerOptions(stream=f"{unique_prefix}:metrics:events", group="aggregates",
-                           dead_letter=f"{unique_prefix}:metrics:dead", batch=10, block_ms=50,
+    return ConsumerOptions(stream=f"{unique_prefix}:{{metrics}}:events", group="aggregates",
+                           dead_letter=f"{unique_prefix}:{{metrics}}:dead", batch=10, block_ms=50,
                            claim_idle_ms=60_000, claim_every_s=0.05,
                            max_deliveries=3)  # fmt: skip
 
