@@ -2,10 +2,12 @@
 
 The loop (``../shared/research/operations.md`` §8; the Redis side of each step: group.py):
 
-1. On start, and after any failure, this consumer's own pending entries first, until none
-   are left (the first pass after the process starts counts a delivery, later ones do not:
-   lua/metrics/read_own.lua); then new ones (blocking at most ``block_ms``, after counting what the
-   stream trimmed before the group read it: lua/metrics/read_new.lua).
+1. Which entries it reads next is its phase (phases.py, one transition function): on start
+   and after any failure, its own pending entries, a batch at a time (``RECOVERING``), or one
+   at a time once failures have lasted the claim time (``ONE_AT_A_TIME``), until none are
+   left (whether such a read counts a delivery: phases.py too); then new ones (``READING``,
+   blocking at most ``block_ms``, after counting what the stream trimmed before the group read
+   it: lua/metrics/read_new.lua).
 2. A batch's readable entries (each a batch of events, events.py) are applied in ONE
    transaction (applying.py): their IDs recorded under a unique constraint, the events of the
    entries not applied before and still this consumer's added, their refusals told. Commit.
@@ -25,12 +27,12 @@ The loop (``../shared/research/operations.md`` §8; the Redis side of each step:
    idle consumers forgotten.
 
 A failure of either store: the consumer keeps nothing of the batch in memory; it waits
-(backoff, at most ``MAX_BACKOFF_S``) until both answer again and then reads its own pending
-entries again. An entry that left the pending list is never applied again by this consumer
-(the ownership check in applying.py), and the applied IDs of pending and unsettled entries are
-never pruned: together, exactly once. What the stream trims before it is applied is counted
-once (``proxypool_usage_stream_entries_lost_total``). The group gone (the stream's Redis lost
-its data) is made again.
+(backoff, at most ``MAX_BACKOFF_S``) until both answer again and the group exists, and then
+reads its own pending entries again. An entry that left the pending list is never applied
+again by this consumer (the ownership check in applying.py), and the applied IDs of pending
+and unsettled entries are never pruned: together, exactly once. What the stream trims before
+it is applied is counted once (``proxypool_usage_stream_entries_lost_total``). The group gone
+(the stream's Redis lost its data) is made again.
 
 Bounds: a batch is at most ``batch`` entries (each at most ``events.MAX_ENTRY_BYTES`` and
 ``events.MAX_ENTRY_EVENTS``: 100 entries, at most 50,000 events, 25 MiB), a claim at most
@@ -54,6 +56,7 @@ from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.applying import Decoded, applied_ids, apply_batch, prune_applied
 from pool_admin.metrics.events import Event, MalformedEvent, Refused, decode_entry
 from pool_admin.metrics.group import Entry, StreamGroup, hash_tag
+from pool_admin.metrics.phases import Phase, PhaseEvent, State, transition
 
 logger = logging.getLogger(__name__)
 
@@ -78,9 +81,10 @@ class ConsumerOptions:
     def __post_init__(self) -> None:
         tag = hash_tag(self.stream)
         if tag is None or hash_tag(self.dead_letter) != tag:
-            raise ValueError("the dead-letter stream's key must carry the usage stream's hash "
-                             "tag (as 'pp:{metrics}:dead' beside 'pp:{metrics}:events'): the "
-                             "stream's keys are one slot")  # fmt: skip
+            raise ValueError(
+                "the dead-letter stream's key must carry the usage stream's hash tag (as "
+                "'pp:{metrics}:dead' beside 'pp:{metrics}:events'): the stream's keys are one slot"
+            )
 
 
 class Consumer:
@@ -97,51 +101,44 @@ class Consumer:
         self.group = StreamGroup(client, options.stream, options.group, name)
         self._apply_events = apply
         self._fault = fault or (lambda point: None)
-        self._own_pending = True
-        #: When a read of its own pending entries last counted a delivery (None: not since
-        #: the process started), and since when its steps have failed (None: the last one
-        #: did not). The first read counts one, so a process that dies on an entry every time
-        #: gets it dead-lettered; reads again after failures count one only once they have
-        #: gone on for ``claim_idle_ms``, and then once per ``claim_idle_ms``: a batch that
-        #: fails every time reaches the limit (instead of holding the consumer for good), a
-        #: short outage costs nothing (read_own.lua).
-        self._counted_at: float | None = None
-        self._failing_since: float | None = None
-        self._one_by_one = False
-        self._group_ready = False
-        #: A store failed: both must answer before anything is read again.
-        self._suspect = False
+        #: Its phase, failure clock and delivery count: changed only by ``_on`` (phases.py).
+        self.state = State()
         self._claimed_at = 0.0
         #: Entries applied, their events, entries already applied before (redeliveries), and
         #: entries or events dead-lettered: this process's.
         self.applied = self.events = self.duplicates = self.dead = 0
 
+    def _on(self, event: PhaseEvent) -> State:
+        now, idle_s = time.monotonic(), self.options.claim_idle_ms / 1000
+        self.state = transition(self.state, event, now, idle_s)
+        return self.state
+
     # ------------------------------------------------------------------ setup
     def ensure_group(self) -> None:
         self.group.ensure()
-        self._group_ready = True
 
     # ------------------------------------------------------------------ the loop
     def run(self, stop: threading.Event) -> None:
-        """Until ``stop`` is set: read, apply, acknowledge; wait out failures of either store."""
+        """Until ``stop`` is set: one step of its phase at a time; failures of either store
+        waited out."""
         backoff = 0.5
+        resume = True  # at start and after a failure: both stores answer, the group exists
         while not stop.is_set():
             try:
-                if self._suspect:
-                    self._probe()
-                if not self._group_ready:
-                    self.ensure_group()
+                if resume:
+                    self._resume()
+                    resume = False
                 # Its own pending entries first: a claim would take them too once idle long
                 # enough (one more delivery each), while reading them again touches them.
                 due = time.monotonic() - self._claimed_at >= self.options.claim_every_s
-                if due and not self._own_pending:
+                if due and self.state.phase is Phase.READING:
                     self.reclaim()
                     self.upkeep()
                 self.step()
-                backoff, self._failing_since = 0.5, None
+                self._on(PhaseEvent.SUCCEEDED)
+                backoff = 0.5
             except (DatabaseError, redis.RedisError) as exc:
-                if self._failing_since is None:
-                    self._failing_since = time.monotonic()
+                self._on(PhaseEvent.FAILED)
                 if isinstance(exc, redis.ResponseError) and "NOGROUP" in str(exc):
                     # The stream's Redis lost the group (a restart without persistence): what
                     # it held is gone, and what comes next must still be read.
@@ -151,9 +148,6 @@ class Consumer:
                         self.name,
                         self.options.group,
                     )
-                    self._group_ready = False
-                self._suspect = True
-                self._own_pending = True  # what it read and did not acknowledge is pending
                 logger.warning(
                     "metrics consumer %s: %s; retrying in %.1f s",
                     self.name,
@@ -161,47 +155,42 @@ class Consumer:
                     backoff,
                 )
                 connection.close()  # a broken connection is not reused
+                resume = True
                 stop.wait(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
 
-    def _probe(self) -> None:
-        """Both stores answer (else the store's error): only then is anything read again."""
+    def _resume(self) -> None:
+        """Both stores answer and the group exists (made again if the stream's Redis lost
+        it), else the store's error: only then is anything read."""
         self.client.ping()
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
-        self._suspect = False
+        self.ensure_group()
 
     def step(self) -> int:
-        """One batch: this consumer's pending entries while it has any (their delivery counts
-        checked), else new ones; the entries applied for the first time."""
+        """One batch of its phase: new entries, or its own pending ones (their delivery counts
+        checked); the entries applied for the first time."""
         o = self.options
-        if not self._own_pending:
+        if self.state.phase is Phase.READING:
             return self.handle(self.group.read_new(o.batch, o.block_ms))
-        now, idle_s = time.monotonic(), o.claim_idle_ms / 1000
-        failing_long = self._failing_since is not None and now - self._failing_since >= idle_s
-        # Failing that long, one entry at a time until its pending entries are done: the good
-        # ones go on, and only the entry that fails every time reaches the dead-letter limit.
-        self._one_by_one |= failing_long
-        count = self._counted_at is None or (failing_long and now - self._counted_at >= idle_s)
-        entries, deliveries = self.group.read_own(
-            1 if self._one_by_one else o.batch, count_delivery=count
-        )
+        first = self.state.counted_at is None
+        state = self._on(PhaseEvent.OWN_DUE)
+        single = state.phase is Phase.ONE_AT_A_TIME
+        count = 1 if single else o.batch
+        entries, deliveries = self.group.read_own(count, count_delivery=state.counting)
         if not entries:
-            self._own_pending = self._one_by_one = False
-            if self._counted_at is None:
-                self._counted_at = now
+            self._on(PhaseEvent.OWN_DONE)
             return 0
-        if count:
-            if self._counted_at is not None:
-                logger.error(
-                    "metrics consumer %s: its pending entries have failed for %.1f "
-                    "s: one at a time now, one more delivery counted (after %d "
-                    "they are dead-lettered)",
-                    self.name,
-                    now - (self._failing_since or now),
-                    o.max_deliveries,
-                )
-            self._counted_at = now
+        self._on(PhaseEvent.OWN_READ)
+        if state.counting and not first:
+            failing_for = state.failing_for(time.monotonic())
+            logger.error(
+                "metrics consumer %s: its pending entries have failed for %.1f s: one at a time "
+                "now, one more delivery counted (after %d they are dead-lettered)",
+                self.name,
+                failing_for,
+                o.max_deliveries,
+            )
         return self.handle(self._drop_overdelivered(entries, deliveries))
 
     def handle(self, entries: Sequence[Entry]) -> int:
@@ -278,11 +267,10 @@ class Consumer:
         claimed = 0
         cursor: bytes | str = "0-0"
         for _ in range(10):  # at most 10 batches per call: the loop must keep reading too
-            cursor, entries = self.group.claim(o.claim_idle_ms, cursor, o.batch)
+            cursor, entries, deliveries = self.group.claim(o.claim_idle_ms, cursor, o.batch)
             if entries:
                 claimed += len(entries)
-                ids = [raw_id for raw_id, _ in entries]
-                self.handle(self._drop_overdelivered(entries, self.group.deliveries(ids)))
+                self.handle(self._drop_overdelivered(entries, deliveries))
             if cursor in (b"0-0", "0-0"):
                 break
         return claimed

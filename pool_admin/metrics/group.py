@@ -67,12 +67,19 @@ def _fields(flat: Any) -> dict[bytes, bytes] | None:
     return {flat[i]: flat[i + 1] for i in range(0, len(flat) - 1, 2)}
 
 
+def _with_deliveries(rows: Any) -> tuple[list[Entry], dict[bytes, int]]:
+    """A script's ``{id, fields or false, deliveries}`` rows as entries and their counts."""
+    entries = [(raw_id, _fields(flat)) for raw_id, flat, _ in rows]
+    return entries, {raw_id: int(times) for raw_id, _, times in rows}
+
+
 class StreamGroup:
     def __init__(self, client: redis.Redis, stream: str, group: str, consumer: str) -> None:
         if hash_tag(stream) is None:
-            raise ValueError(f"the usage stream's key {stream!r} has no hash tag (as in "
-                             "'pp:{metrics}:events'): the keys named after it would not "
-                             "share its Cluster slot")  # fmt: skip
+            raise ValueError(
+                f"the usage stream's key {stream!r} has no hash tag (as in "
+                "'pp:{metrics}:events'): the keys named after it would not share its Cluster slot"
+            )
         self.client, self.stream, self.group, self.consumer = client, stream, group, consumer
         self._unsettled = f"{stream}:unsettled"
         self._scripts = Scripts(client, stream, METRICS_LIBRARY)
@@ -119,16 +126,18 @@ class StreamGroup:
         rows = self._scripts.call_raw(
             "read_own", self.group, self.consumer, count, int(count_delivery)
         )
-        entries = [(raw_id, _fields(flat)) for raw_id, flat, _ in rows]
-        return entries, {raw_id: int(times) for raw_id, _, times in rows}
+        return _with_deliveries(rows)
 
-    def claim(self, min_idle_ms: int, start: bytes | str, count: int) -> tuple[bytes, list[Entry]]:
-        """Entries pending longer than ``min_idle_ms`` with any consumer, from ``start``; the
-        cursor to go on from (``0-0``: the end). Trimmed ones go to the unsettled set."""
-        cursor, raw = self._scripts.call_raw(
+    def claim(
+        self, min_idle_ms: int, start: bytes | str, count: int
+    ) -> tuple[bytes, list[Entry], dict[bytes, int]]:
+        """Entries pending longer than ``min_idle_ms`` with any consumer, from ``start``, and
+        how often each was delivered (this claim included); the cursor to go on from (``0-0``:
+        the end) first. Trimmed ones go to the unsettled set."""
+        cursor, rows = self._scripts.call_raw(
             "claim", self.group, self.consumer, min_idle_ms, start, count
         )
-        return cursor, [(raw_id, _fields(flat)) for raw_id, flat in raw]
+        return (cursor, *_with_deliveries(rows))
 
     def deliveries(self, ids: Sequence[bytes]) -> dict[bytes, int]:
         """How often each of these entries (pending to this consumer) was delivered."""

@@ -14,6 +14,7 @@ from django.db import connection
 
 from pool_admin.metrics.consumer import Consumer, options_from_settings
 from pool_admin.metrics.events import encode_event, entry_of
+from pool_admin.metrics.phases import Phase
 from pool_admin.metrics.stream import flush_events
 
 
@@ -39,7 +40,7 @@ def drain_metrics() -> int:
         while True:
             applied += consumer.step()
             if (
-                not consumer._own_pending
+                consumer.state.phase is Phase.READING
                 and not client.xinfo_groups(settings.METRICS_STREAM)[0]["lag"]
             ):
                 return applied

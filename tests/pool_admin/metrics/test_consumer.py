@@ -21,6 +21,7 @@ from pool_admin.config.models import AppliedEntry, UpstreamQuality, UsageTotal
 from pool_admin.metrics.consumer import Consumer, ConsumerOptions
 from pool_admin.metrics.events import encode_event, entry_of
 from pool_admin.metrics.group import stream_id
+from pool_admin.metrics.phases import Phase
 from tests.harness.commands import REPO, database_url_of_test_db
 from tests.harness.metrics import consumer_running, entry, wait_until
 
@@ -71,7 +72,7 @@ def stored() -> Counter:
 
 def drain(consumer: Consumer) -> None:
     consumer.ensure_group()
-    while consumer.step() or consumer._own_pending:
+    while consumer.step() or consumer.state.phase is not Phase.READING:
         pass
     while consumer.step():
         pass

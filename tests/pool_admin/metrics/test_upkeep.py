@@ -16,6 +16,7 @@ from pool_admin.config.models import AppliedEntry
 from pool_admin.metrics.applying import prune_applied
 from pool_admin.metrics.consumer import Consumer, ConsumerOptions
 from pool_admin.metrics.group import StreamGroup, lost_total, stream_id
+from pool_admin.metrics.phases import PhaseEvent
 from tests.harness.metrics import consumer_running, entry, wait_until
 from tests.pool_admin.metrics.test_consumer import AT_MS, drain, produce, stored
 
@@ -80,7 +81,7 @@ def test_a_committed_batch_whose_acknowledgement_failed_is_not_applied_again(
     assert stored() == totals
     redis_client.xtrim(options.stream, maxlen=0, approximate=False)
     assert _prune(redis_client, options) == 0
-    consumer._own_pending = True  # as run() has it after a failure
+    consumer._on(PhaseEvent.FAILED)  # as run() has it after a failure
     assert consumer.step() == 0
     consumer.upkeep()  # settles them: applied before they were trimmed
     assert stored() == totals
