@@ -36,9 +36,14 @@ def test_the_deployments_keys_share_one_hash_tag():
 
 @pytest.mark.parametrize(
     ("key", "tag"),
-    [("pp:{metrics}:events", "metrics"), ("pp:metrics:events", None), ("a:{}:b{c}", None),
-     ("{x}:{y}", "x"), ("a{b", None)],
-)  # fmt: skip
+    [
+        ("pp:{metrics}:events", "metrics"),
+        ("pp:metrics:events", None),
+        ("a:{}:b{c}", None),
+        ("{x}:{y}", "x"),
+        ("a{b", None),
+    ],
+)
 def test_hash_tag_is_redis_clusters(key, tag):
     assert hash_tag(key) == tag
 
