@@ -9,7 +9,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pool_admin.settings")
     from django.core.management import execute_from_command_line
 
-    from pool_admin.env import EnvError
+    from activity.env import EnvError
 
     try:
         execute_from_command_line(sys.argv)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from granian.log import DEFAULT_ACCESSLOG_FMT, LogLevels, configure_logging, log_request_builder
 
-from pool_admin.log_batches import LogBatches
+from activity.log_batches import LogBatches
 from pool_admin.rsgi_bridge import AccessLog
 
 REQUEST = {

@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from pool_admin.log_batches import LogBatches
+from activity.log_batches import LogBatches
 from pool_admin.rsgi_bridge import WSGIBridge
 
 BODY = b'{"proxies":[{"id":"x"}],"requested":1,"returned":1,"replayed":false}'

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from activity.redact import redact_text, redact_url
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.demo_proxies import DemoProxies
 from pool_admin.localservices import (
@@ -34,7 +35,6 @@ from pool_admin.localservices import (
     redis_answers,
     url_port,
 )
-from pool_admin.redact import redact_text, redact_url
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 STOP_TIMEOUT_S = 15.0

@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 import psycopg
 import redis
 
+from activity.redact import redact_url
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
-from pool_admin.redact import redact_url
 
 _SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
 

@@ -14,9 +14,9 @@ import logging
 
 from django.conf import settings
 
+from activity.log_batches import LogBatches
 from pool_admin.api.problems import BodyTimedOut
 from pool_admin.api.request_bodies import DEFAULT_LIMIT, refusal_answer
-from pool_admin.log_batches import LogBatches
 from pool_admin.rsgi_bridge import Headers, WSGIBridge
 
 #: Written every 0.2 s, as the usage lines are; at most 10,000 lines wait per worker (a worker

@@ -189,7 +189,7 @@ class AccessLog:
     a path cannot make a line of its own or end the quoted part early.
 
     The line is made on the application thread and written by ``sink`` (a
-    :class:`~pool_admin.log_batches.LogBatches`' ``add``): granian's own access log writes one
+    :class:`~activity.log_batches.LogBatches`' ``add``): granian's own access log writes one
     Python log record per request on the event loop (docs/PERFORMANCE.md).
     """
 

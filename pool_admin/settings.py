@@ -1,6 +1,6 @@
 """Django settings, read from the environment (see README's configuration table).
 
-Every variable goes through a typed helper in ``pool_admin.env`` that fails fast with the
+Every variable goes through a typed helper in ``activity.env`` that fails fast with the
 variable's name. One Redis URL per role: the activity pool, metrics, the Celery broker.
 """
 
@@ -14,10 +14,7 @@ from pathlib import Path
 import dj_database_url
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
-from activity.types import PoolOptions
-from pool_admin import defaults
-from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
-from pool_admin.env import (
+from activity.env import (
     EnvError,
     check_fernet_keys,
     env_bool,
@@ -27,7 +24,10 @@ from pool_admin.env import (
     env_str,
     env_url,
 )
-from pool_admin.redact import redact_url
+from activity.redact import redact_url
+from activity.types import PoolOptions
+from pool_admin import defaults
+from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(env_str("RUN_DIR", str(BASE_DIR / ".run")))
@@ -384,7 +384,7 @@ if LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"redact": {"()": "pool_admin.redact.RedactPasswordsFilter"}},
+    "filters": {"redact": {"()": "activity.redact.RedactPasswordsFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
         # An access log record is a batch of lines, each complete (pool_admin/rsgi.py).

@@ -8,7 +8,7 @@ audit log of calls; the metrics pipeline gets its own, smaller events from the c
 batched: a log record per request cost ~90 µs of the API's ~750 µs of in-process CPU per
 extract (docs/PERFORMANCE.md); queueing one costs a few µs.
 
-Bounds (pool_admin/log_batches.py): at most ``MAX_QUEUED`` events wait, beyond that they are
+Bounds (activity/log_batches.py): at most ``MAX_QUEUED`` events wait, beyond that they are
 counted and dropped and the next batch says how many; what is queued at a normal exit (also of
 a web-server worker stopped gracefully) is written, a killed process loses at most one interval.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from pool_admin.log_batches import LogBatches
+from activity.log_batches import LogBatches
 
 logger = logging.getLogger("pool_admin.usage")
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from activity.redact import redact_url
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.localservices import (
     PostgresCluster,
@@ -27,7 +28,6 @@ from pool_admin.localservices import (
     postgres_answers,
     redis_answers,
 )
-from pool_admin.redact import redact_url
 from tests.harness.check_target import CheckTargetServer, check_target
 
 

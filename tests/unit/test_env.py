@@ -2,7 +2,7 @@
 
 import pytest
 
-from pool_admin.env import (
+from activity.env import (
     EnvError,
     check_fernet_key,
     check_fernet_keys,

@@ -2,7 +2,7 @@
 
 import logging
 
-from pool_admin.redact import RedactPasswordsFilter, redact_text, redact_url
+from activity.redact import RedactPasswordsFilter, redact_text, redact_url
 
 
 def test_redact_url():

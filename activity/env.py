@@ -11,7 +11,7 @@ import binascii
 import os
 from urllib.parse import urlsplit
 
-from pool_admin.redact import redact_url
+from activity.redact import redact_url
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

@@ -29,7 +29,7 @@ _logger = logging.getLogger(__name__)
 class LogBatches:
     """Lines for ``logger``, written by a daemon thread named ``f"{name}-writer"``.
 
-    ``name`` also opens the warning of dropped lines, logged by ``pool_admin.log_batches``
+    ``name`` also opens the warning of dropped lines, logged by ``activity.log_batches``
     (``"usage: 3 events dropped, ..."``, with ``unit`` the lines' word).
     """
 
