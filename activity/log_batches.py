@@ -30,7 +30,7 @@ class LogBatches:
     """Lines for ``logger``, written by a daemon thread named ``f"{name}-writer"``.
 
     ``name`` also opens the warning of dropped lines, logged by ``activity.log_batches``
-    (``"usage: 3 events dropped, ..."``, with ``unit`` the lines' word).
+    (``"call log: 3 calls dropped, ..."``, with ``unit`` the lines' word).
     """
 
     def __init__(

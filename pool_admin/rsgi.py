@@ -19,7 +19,7 @@ from pool_admin.api.problems import BodyTimedOut
 from pool_admin.api.request_bodies import DEFAULT_LIMIT, refusal_answer
 from pool_admin.rsgi_bridge import Headers, WSGIBridge
 
-#: Written every 0.2 s, as the usage lines are; at most 10,000 lines wait per worker (a worker
+#: Written every 0.2 s, as the call log is; at most 10,000 lines wait per worker (a worker
 #: answering 50,000 requests/s, over ten times bench/api.py's figures).
 access_lines = LogBatches(
     logging.getLogger("pool_admin.access"), name="access log", max_queued=10_000, interval_s=0.2

@@ -26,10 +26,10 @@ from activity import ExtractedProxy, ExtractFilters, ExtractMode, ExtractRequest
 from activity.errors import ActivityError, InvalidRequest, QuotaExceeded
 from activity.labels import label_key
 from pool_admin.api.auth import Principal
+from pool_admin.api.call_log import log_call
 from pool_admin.api.problems import Forbidden, Problem, problem_code
 from pool_admin.api.ratelimit import charge_call, quota_of, rate_limited
 from pool_admin.api.serializers import POOL_BOUNDS, validate_extract_body
-from pool_admin.api.usage import emit_usage
 from pool_admin.metrics.events import MAX_DRAWS
 from pool_admin.metrics.stream import emit_event
 from pool_admin.pool import get_pool
@@ -83,7 +83,7 @@ def count_refused_call(
     try:
         _charge_refused(principal, refusal, event)
     finally:
-        emit_usage(event)
+        log_call(event)
         _emit_extract(event, ())
 
 
@@ -225,6 +225,6 @@ def perform_extract(
         event["upstreams"] = sorted({p.upstream_id for p in result.proxies})
     finally:
         event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
-        emit_usage(event)
+        log_call(event)
         _emit_extract(event, result.proxies if event["outcome"] == "ok" else ())
     return result

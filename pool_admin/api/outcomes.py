@@ -7,7 +7,7 @@ report quarantines the proxy's exit for ``POOL_BAN_QUARANTINE_S`` in Redis. An a
 not replayed report then puts one ``outcome`` event on the usage stream (pool_admin/metrics/),
 from which the consumer adds it to the upstream's quality aggregates in PostgreSQL: the answer
 never waits on PostgreSQL, and PostgreSQL down loses nothing. Every call that reached the pool
-also emits one usage log event.
+also writes one line of the call log (pool_admin/api/call_log.py).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from activity.errors import ActivityError, OutcomeRejected
 from activity.hosts import MAX_HOST_LENGTH, normalize_host
 from pool_admin.api.auth import principal_of
 from pool_admin.api.base import ApiView
+from pool_admin.api.call_log import log_call
 from pool_admin.api.openapi import (
     BODY_TIMED_OUT,
     LENGTH_REQUIRED,
@@ -39,7 +40,6 @@ from pool_admin.api.openapi import (
     problems,
 )
 from pool_admin.api.serializers import StrictSerializer, choice_field
-from pool_admin.api.usage import emit_usage
 from pool_admin.metrics.stream import emit_event
 from pool_admin.pool import get_pool
 
@@ -172,7 +172,7 @@ class OutcomeView(ApiView):
             event.update(result="ok", upstream=result.upstream_id, replayed=result.replayed)
         finally:
             event["duration_ms"] = round((time.monotonic() - started) * 1000, 2)
-            emit_usage(event)
+            log_call(event)
         if not result.replayed:  # a replay was counted the first time
             emit_event("outcome", upstream=result.upstream_id, outcome=result.outcome.value)
         return Response(_body(result), headers={"X-Request-ID": request_id})

@@ -26,7 +26,7 @@ from activity import FetchedBatch, FetchedProxy, HealthUpdate, PoolOptions, Prox
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
-from pool_admin.api.usage import flush_usage, usage_lines
+from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import (
     Alert,
@@ -76,7 +76,7 @@ def world(settings, redis_url, unique_prefix):
     settings.POOL_SECRET_KEYS = (Fernet.generate_key().decode(),)
     pool_module.reset_pool(redis_url, unique_prefix)
     auth.clear_cache()
-    flush_usage()  # no event of an earlier test in this one's log
+    flush_call_log()  # no event of an earlier test in this one's log
 
     store = CredentialStore()
     provider = store.put("acme-api", PROVIDER_SECRET, username="acct-42")
@@ -172,7 +172,7 @@ def world(settings, redis_url, unique_prefix):
             *usage,
         ],
     }
-    flush_usage()
+    flush_call_log()
     conn.close()
     pool_module.reset_pool()
     auth.clear_cache()
@@ -295,16 +295,16 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
     assert any(n.startswith(world["prefixes"][0]) for n in names)
     assert_no_secret("\n".join(names), "a Redis key name", secrets)
 
-    # Every log record of the whole scenario, message and arguments formatted; usage events
+    # Every log record of the whole scenario, message and arguments formatted; call log lines
     # are written in batches, so the last ones are written now.
-    flush_usage()
+    flush_call_log()
     assert caplog.records
-    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
-    events = [json.loads(line.removeprefix("usage ")) for line in usage]
+    logged = call_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.calls"])
+    events = [json.loads(line.removeprefix("call ")) for line in logged]
     seen = {(e["event"], e.get("outcome") or e.get("result")) for e in events}
     assert {("extract", "ok"), ("extract", "insufficient_inventory"),
             ("extract", "idempotency_conflict"), ("outcome", "ok"),
-            ("outcome", "conflict"), ("outcome", "not_found")} <= seen, usage  # fmt: skip
+            ("outcome", "conflict"), ("outcome", "not_found")} <= seen, logged  # fmt: skip
     for record in caplog.records:
         text = record.getMessage()
         if record.exc_info:

@@ -24,8 +24,8 @@ from activity import (
 from activity.redis import RedisPool
 from pool_admin import pool as pool_module
 from pool_admin.api import auth
+from pool_admin.api.call_log import flush_call_log
 from pool_admin.api.fast_extract import FastExtract
-from pool_admin.api.usage import flush_usage
 from pool_admin.config.models import ApiClient, ApiKey, ProviderAccount, Upstream
 from pool_admin.metrics.stream import flush_events
 from tests.harness.metrics import isolate_stream
@@ -49,10 +49,10 @@ def _isolated(redis_url, unique_prefix, pool_clock, settings):
     settings.METRICS_REDIS_URL = redis_url
     isolate_stream(settings, unique_prefix)
     auth.clear_cache()
-    flush_usage()
+    flush_call_log()
     flush_events()
     yield
-    flush_usage()  # nothing left for the exit hook, after pytest has closed its log streams
+    flush_call_log()  # nothing left for the exit hook, after pytest has closed its log streams
     flush_events()
     pool_module.reset_pool()
     auth.clear_cache()

@@ -25,7 +25,7 @@ from django.core.management import (
 
 from pool_admin import pool as pool_module
 from pool_admin.api.auth import authenticate_key
-from pool_admin.api.usage import flush_usage, usage_lines
+from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.models import ApiClient, ApiKey
 from pool_admin.localservices import free_port
 from pool_admin.management.cli import OperatorCommand
@@ -49,7 +49,7 @@ def run(capsys, monkeypatch):
             code = 0
         except SystemExit as exc:
             code = int(exc.code or 0)
-        flush_usage()  # what the command's process does on its way out (usage.py)
+        flush_call_log()  # what the command's process does on its way out (call_log.py)
         out, err = capsys.readouterr()
         return code, out, err
 
@@ -59,7 +59,7 @@ def run(capsys, monkeypatch):
 def assert_refused(result: tuple[int, str, str], *words: str) -> None:
     code, out, err = result
     assert code == 1, (out, err)
-    # Log records (e.g. the usage event) also go to stderr; the reason is one CommandError line.
+    # Log records (e.g. the call log line) also go to stderr; the reason is one CommandError line.
     lines = [line for line in err.strip().splitlines() if " pool_admin." not in line]
     assert len(lines) == 1, err
     assert lines[0].startswith("CommandError: ")
@@ -67,11 +67,11 @@ def assert_refused(result: tuple[int, str, str], *words: str) -> None:
         assert word in lines[0]
 
 
-def usage_events(err: str) -> list[dict]:
-    """The usage events a command logged (to stderr, as ``... pool_admin.usage: usage {json}``
+def logged_calls(err: str) -> list[dict]:
+    """The calls a command logged (to stderr, as ``... pool_admin.calls: call {json}``
     lines)."""
-    lines = usage_lines(err.split("pool_admin.usage: "))
-    return [json.loads(line.removeprefix("usage ")) for line in lines]
+    lines = call_lines(err.split("pool_admin.calls: "))
+    return [json.loads(line.removeprefix("call ")) for line in lines]
 
 
 def plaintext_in(out: str) -> str:
@@ -229,12 +229,12 @@ def test_extract_command_asks_for_one_proxy_by_default(run, make_client, seed):
     assert seed.pool.inventory("acme-us") == 2
 
 
-def test_extract_command_emits_usage_events_from_the_cli(run, make_client, seed):
+def test_extract_command_logs_its_calls_from_the_cli(run, make_client, seed):
     seed(n=3)
     make_client()
     code, _, err = run("extract", "crawler-1", "--count", "2", "--region", "us")
     assert code == 0, err
-    [event] = usage_events(err)
+    [event] = logged_calls(err)
     assert event["event"] == "extract" and event["source"] == "cli"
     assert event["client"] == "crawler-1" and event["key_prefix"] == OPERATOR_KEY
     assert event["outcome"] == "ok" and (event["requested"], event["returned"]) == (2, 2)
@@ -243,7 +243,7 @@ def test_extract_command_emits_usage_events_from_the_cli(run, make_client, seed)
     # A refused extract is counted as the client's too, as the API counts it.
     refused = run("extract", "crawler-1", "--count", "2", "--mode", "all_or_nothing")
     assert_refused(refused, "insufficient_inventory")
-    [event] = usage_events(refused[2])
+    [event] = logged_calls(refused[2])
     assert event["source"] == "cli" and event["outcome"] == "insufficient_inventory"
     assert event["returned"] == 0 and event["mode"] == "all_or_nothing"
 

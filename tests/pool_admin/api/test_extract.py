@@ -10,7 +10,7 @@ import pytest
 
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
 from pool_admin import pool as pool_module
-from pool_admin.api.usage import flush_usage, usage_lines
+from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.models import Upstream
 from tests.pool_admin.api.conftest import PROXY_PASSWORD
 
@@ -340,7 +340,7 @@ def test_malformed_json_and_bad_idempotency_key_are_400(api, make_client):
     assert_problem(extract(client, **{"Idempotency-Key": "x" * 300}), 400, "invalid_request")
 
 
-def test_usage_event_once_per_extract_and_no_secret_in_logs(api, make_client, seed, caplog):
+def test_one_call_log_line_per_extract_and_no_secret_in_logs(api, make_client, seed, caplog):
     seed(n=2)
     c = make_client()
     client = api(c.plaintext)
@@ -351,13 +351,13 @@ def test_usage_event_once_per_extract_and_no_secret_in_logs(api, make_client, se
     assert short.status_code == 409
     extract(api(c.plaintext + "x"))  # a bad key: logged nowhere either
 
-    flush_usage()  # events are written in batches
-    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
-    assert len(usage) == 2
-    assert all('"source":"api"' in line for line in usage)  # manage.py extract's say "cli"
-    assert '"outcome":"ok"' in usage[0]
-    assert '"returned":2' in usage[0]
-    assert '"outcome":"insufficient_inventory"' in usage[1]
+    flush_call_log()  # lines are written in batches
+    logged = call_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.calls"])
+    assert len(logged) == 2
+    assert all('"source":"api"' in line for line in logged)  # manage.py extract's say "cli"
+    assert '"outcome":"ok"' in logged[0]
+    assert '"returned":2' in logged[0]
+    assert '"outcome":"insufficient_inventory"' in logged[1]
     # Not rsplit("_"): the random part may itself contain "_" (then a 2-char tail matched ids).
     secret_part = c.plaintext.removeprefix(f"pp_{c.key.prefix}_")
     for record in caplog.records:
@@ -368,10 +368,10 @@ def test_usage_event_once_per_extract_and_no_secret_in_logs(api, make_client, se
         assert c.plaintext not in response.content.decode()
 
 
-def test_a_refused_call_emits_its_usage_event_with_its_code(api, make_client, seed, caplog):
+def test_a_refused_call_logs_its_line_with_its_code(api, make_client, seed, caplog):
     seed(n=2)
     client = api(make_client(requests_per_second=5, max_count_per_request=2).plaintext)
-    caplog.set_level(logging.INFO, logger="pool_admin.usage")
+    caplog.set_level(logging.INFO, logger="pool_admin.calls")
     calls = [
         lambda: extract(client, {"count": 0, "mode": "partial"}),
         lambda: extract(client, {"count": 3, "mode": "partial"}),
@@ -381,9 +381,9 @@ def test_a_refused_call_emits_its_usage_event_with_its_code(api, make_client, se
         lambda: extract(client, {"count": 1, "mode": "partial"}),
     ]
     assert [call().status_code for call in calls] == [400, 403, 400, 200, 409, 429]
-    flush_usage()
-    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
-    events = [json.loads(line.removeprefix("usage ")) for line in usage]
+    flush_call_log()
+    logged = call_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.calls"])
+    events = [json.loads(line.removeprefix("call ")) for line in logged]
     assert [e["outcome"] for e in events] == [
         "invalid_request",
         "forbidden",
@@ -397,13 +397,13 @@ def test_a_refused_call_emits_its_usage_event_with_its_code(api, make_client, se
     assert len({e["request_id"] for e in events}) == 6
 
 
-def test_a_refused_calls_usage_outcome_is_the_code_it_was_answered_with(api, make_client, caplog):
+def test_a_refused_calls_logged_outcome_is_the_code_it_was_answered_with(api, make_client, caplog):
     client = api(make_client().plaintext)
-    caplog.set_level(logging.INFO, logger="pool_admin.usage")
+    caplog.set_level(logging.INFO, logger="pool_admin.calls")
     response = client.post(URL, "count=1", content_type="application/x-www-form-urlencoded")
     assert_problem(response, 415, "unsupported_media_type")
-    flush_usage()
-    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
-    assert [json.loads(line.removeprefix("usage "))["outcome"] for line in usage] == [
+    flush_call_log()
+    logged = call_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.calls"])
+    assert [json.loads(line.removeprefix("call "))["outcome"] for line in logged] == [
         "unsupported_media_type"
     ]

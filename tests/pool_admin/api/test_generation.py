@@ -1,4 +1,4 @@
-"""The pool generation in extract answers and usage events (docs/API.md, "When the pool's Redis
+"""The pool generation in extract answers and call log lines (docs/API.md, "When the pool's Redis
 restarts"); what a restart does to it is proven against a real restarted Redis in
 tests/activity/test_redis_generation.py."""
 
@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from activity import ExtractRequest
-from pool_admin.api.usage import flush_usage, usage_lines
+from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.pool import get_pool
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -18,12 +18,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 URL = "/api/v1/extract"
 
 
-def test_every_extract_answer_and_usage_event_names_the_pools_generation(
+def test_every_extract_answer_and_call_log_line_names_the_pools_generation(
     api, make_client, seed, caplog
 ):
     seed(n=3)
     client = api(make_client().plaintext)
-    caplog.set_level(logging.INFO, logger="pool_admin.usage")
+    caplog.set_level(logging.INFO, logger="pool_admin.calls")
     body = {"count": 1, "mode": "partial"}
     first = client.post(URL, body, format="json", headers={"Idempotency-Key": "g-1"})
     replay = client.post(URL, body, format="json", headers={"Idempotency-Key": "g-1"})
@@ -34,7 +34,7 @@ def test_every_extract_answer_and_usage_event_names_the_pools_generation(
     assert replay.json()["replayed"] is True
     assert replay.json()["generation"] == other.json()["generation"] == pool_generation
 
-    flush_usage()
-    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
-    events = [json.loads(line.removeprefix("usage ")) for line in usage]
+    flush_call_log()
+    logged = call_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.calls"])
+    events = [json.loads(line.removeprefix("call ")) for line in logged]
     assert [e["generation"] for e in events] == [pool_generation] * 3

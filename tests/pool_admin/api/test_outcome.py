@@ -11,7 +11,7 @@ import redis
 from django.db import connection
 
 from pool_admin import pool as pool_module
-from pool_admin.api.usage import flush_usage, usage_lines
+from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.models import UpstreamQuality
 from pool_admin.localservices import free_port
 from pool_admin.metrics import stream
@@ -161,7 +161,7 @@ def test_a_zero_quarantine_setting_records_the_ban_only(api, make_client, seed, 
     assert quality() == (0, 1, 0, 0)
 
 
-def test_usage_event_once_per_report_and_no_secret_in_logs(api, make_client, seed, caplog):
+def test_one_call_log_line_per_report_and_no_secret_in_logs(api, make_client, seed, caplog):
     seed(n=1)
     c = make_client()
     client = api(c.plaintext)
@@ -169,13 +169,13 @@ def test_usage_event_once_per_report_and_no_secret_in_logs(api, make_client, see
     caplog.set_level(logging.DEBUG)
     report(client, pid, {"outcome": "banned", "target_host": "shop.example"})
     report(client, "no-such-proxy")
-    flush_usage()  # events are written in batches
-    usage = usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
-    usage = [text for text in usage if '"event":"outcome"' in text]
-    assert len(usage) == 2
-    assert '"event":"outcome"' in usage[0] and '"reported":"banned"' in usage[0]
-    assert '"result":"ok"' in usage[0] and '"upstream":"acme-us"' in usage[0]
-    assert '"result":"not_found"' in usage[1]
+    flush_call_log()  # lines are written in batches
+    logged = call_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.calls"])
+    logged = [text for text in logged if '"event":"outcome"' in text]
+    assert len(logged) == 2
+    assert '"event":"outcome"' in logged[0] and '"reported":"banned"' in logged[0]
+    assert '"result":"ok"' in logged[0] and '"upstream":"acme-us"' in logged[0]
+    assert '"result":"not_found"' in logged[1]
     for record in caplog.records:
         text = record.getMessage() + str(record.args)
         assert PROXY_PASSWORD not in text and c.plaintext not in text

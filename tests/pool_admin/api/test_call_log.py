@@ -1,4 +1,4 @@
-"""Usage events: queued per process, written in batches, bounded, never with a secret."""
+"""The API call log: lines queued per process, written in batches, bounded, never with a secret."""
 
 from __future__ import annotations
 
@@ -9,54 +9,54 @@ import time
 
 import pytest
 
-from pool_admin.api import usage
-from pool_admin.api.usage import emit_usage, flush_usage, usage_lines
+from pool_admin.api import call_log
+from pool_admin.api.call_log import call_lines, flush_call_log, log_call
 from tests.harness.commands import run_python
 
 
 def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return usage_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.usage"])
+    return call_lines([r.getMessage() for r in caplog.records if r.name == "pool_admin.calls"])
 
 
 @pytest.fixture(autouse=True)
 def _empty_queue(caplog):
-    caplog.set_level(logging.INFO, logger="pool_admin.usage")
-    flush_usage()  # nothing left over from another test
+    caplog.set_level(logging.INFO, logger="pool_admin.calls")
+    flush_call_log()  # nothing left over from another test
     caplog.clear()
 
 
 def test_events_are_written_together_one_line_each(caplog):
     before = time.time()
     for n in range(3):
-        emit_usage({"event": "extract", "returned": n, "client": "c1"})
+        log_call({"event": "extract", "returned": n, "client": "c1"})
     assert _lines(caplog) == []  # queued, not yet written
-    flush_usage()
-    records = [r for r in caplog.records if r.name == "pool_admin.usage"]
+    flush_call_log()
+    records = [r for r in caplog.records if r.name == "pool_admin.calls"]
     assert len(records) == 1
-    events = [json.loads(line.removeprefix("usage ")) for line in _lines(caplog)]
+    events = [json.loads(line.removeprefix("call ")) for line in _lines(caplog)]
     assert [e["returned"] for e in events] == [0, 1, 2]
     assert all(before - 1 <= e["at"] <= time.time() + 1 for e in events)
     assert list(events[0]) == sorted(events[0])  # stable field order
 
 
 def test_secret_looking_fields_are_dropped(caplog):
-    emit_usage({"event": "extract", "password": "hunter2", "api_key_hint": "x", "client": "c1"})
-    flush_usage()
+    log_call({"event": "extract", "password": "hunter2", "api_key_hint": "x", "client": "c1"})
+    flush_call_log()
     [line] = _lines(caplog)
     assert "hunter2" not in line and "api_key" not in line and '"client":"c1"' in line
 
 
 def test_the_queue_is_bounded_and_says_what_it_dropped(caplog, monkeypatch):
-    monkeypatch.setattr(usage._batches, "max_queued", 2)
+    monkeypatch.setattr(call_log._batches, "max_queued", 2)
     for n in range(5):
-        emit_usage({"event": "extract", "returned": n})
-    flush_usage()
+        log_call({"event": "extract", "returned": n})
+    flush_call_log()
     assert len(_lines(caplog)) == 2
-    assert any("3 events dropped" in r.getMessage() for r in caplog.records)
+    assert any("3 calls dropped" in r.getMessage() for r in caplog.records)
 
 
 def test_the_writer_thread_flushes_without_being_asked(caplog):
-    emit_usage({"event": "extract", "returned": 7})
+    log_call({"event": "extract", "returned": 7})
     deadline = time.monotonic() + 5
     while not _lines(caplog) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -64,24 +64,24 @@ def test_the_writer_thread_flushes_without_being_asked(caplog):
 
 
 def test_a_flush_returns_after_the_batch_the_writer_thread_is_writing(caplog, monkeypatch):
-    """flush_usage() means every event queued before it is written, also one the writer
+    """flush_call_log() means every event queued before it is written, also one the writer
     thread has already taken (a test or a command reads the log right after)."""
     writing, release = threading.Event(), threading.Event()
-    info = usage.logger.info
+    info = call_log.logger.info
 
     def slow_in_the_writer(*args, **kwargs):
-        if threading.current_thread().name == "usage-writer":
+        if threading.current_thread().name == "call log-writer":
             writing.set()
             release.wait(5)
         info(*args, **kwargs)
 
-    monkeypatch.setattr(usage.logger, "info", slow_in_the_writer)
-    emit_usage({"event": "extract", "returned": 3})
+    monkeypatch.setattr(call_log.logger, "info", slow_in_the_writer)
+    log_call({"event": "extract", "returned": 3})
     assert writing.wait(5), "the writer thread did not take the event"
     flushed = threading.Event()
-    flusher = threading.Thread(target=lambda: (flush_usage(), flushed.set()))
+    flusher = threading.Thread(target=lambda: (flush_call_log(), flushed.set()))
     flusher.start()
-    assert not flushed.wait(0.3), "flush_usage returned while the batch was still unwritten"
+    assert not flushed.wait(0.3), "flush_call_log returned while the batch was still unwritten"
     release.set()
     flusher.join(5)
     assert flushed.is_set()
@@ -92,18 +92,18 @@ def test_nothing_queued_is_lost_at_a_normal_exit():
     result = run_python(
         "-c",
         "import logging; logging.basicConfig(level=logging.INFO); "
-        "from pool_admin.api.usage import emit_usage; "
-        "[emit_usage({'event': 'extract', 'returned': n}) for n in range(3)]",
+        "from pool_admin.api.call_log import log_call; "
+        "[log_call({'event': 'extract', 'returned': n}) for n in range(3)]",
     )
     assert result.returncode == 0, result.stderr
-    assert len(usage_lines(result.stderr.split("INFO:pool_admin.usage:"))) == 3
+    assert len(call_lines(result.stderr.split("INFO:pool_admin.calls:"))) == 3
 
 
-def test_no_events_when_the_usage_logger_is_off(caplog):
-    caplog.set_level(logging.WARNING, logger="pool_admin.usage")
-    emit_usage({"event": "extract"})
-    caplog.set_level(logging.INFO, logger="pool_admin.usage")
-    flush_usage()
+def test_no_lines_when_the_call_logger_is_off(caplog):
+    caplog.set_level(logging.WARNING, logger="pool_admin.calls")
+    log_call({"event": "extract"})
+    caplog.set_level(logging.INFO, logger="pool_admin.calls")
+    flush_call_log()
     assert _lines(caplog) == []
 
 
@@ -114,9 +114,9 @@ def test_nothing_queued_is_lost_when_a_worker_process_ends():
         "import logging, multiprocessing\n"
         "def work():\n"
         "    logging.basicConfig(level=logging.INFO)\n"
-        "    from pool_admin.api.usage import emit_usage\n"
+        "    from pool_admin.api.call_log import log_call\n"
         "    for n in range(3):\n"
-        "        emit_usage({'event': 'extract', 'returned': n})\n"
+        "        log_call({'event': 'extract', 'returned': n})\n"
         "if __name__ == '__main__':\n"
         "    child = multiprocessing.get_context('fork').Process(target=work)\n"
         "    child.start()\n"
@@ -124,4 +124,4 @@ def test_nothing_queued_is_lost_when_a_worker_process_ends():
         "    assert child.exitcode == 0\n",
     )
     assert result.returncode == 0, result.stderr
-    assert len(usage_lines(result.stderr.split("INFO:pool_admin.usage:"))) == 3
+    assert len(call_lines(result.stderr.split("INFO:pool_admin.calls:"))) == 3
