@@ -97,7 +97,7 @@ def measure(n: int, key: str) -> None:
     from pool_admin.api.auth import cached_principal
     from pool_admin.api.extracting import perform_extract
     from pool_admin.api.ratelimit import quota_of
-    from pool_admin.pool import get_pool
+    from pool_admin.bootstrap import get_pool
     from pool_admin.wsgi import application, django_application
 
     def environ() -> dict[str, Any]:

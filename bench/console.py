@@ -105,14 +105,13 @@ def main() -> None:
         from django.test import Client
 
         from activity.scheduler.types import AccountLimits
-        from pool_admin.fetch_tasks import scheduler
-        from pool_admin.pool import get_pool
+        from pool_admin.bootstrap import get_pool, get_scheduler
 
         names = configure(args.upstreams)
         pool, per = get_pool(), args.proxies // args.upstreams
         for i, name in enumerate(names):
             fill(pool, i * per, per, upstream=name)
-        sched, now = scheduler(), datetime.now(UTC)
+        sched, now = get_scheduler(), datetime.now(UTC)
         for name in names:
             sched.schedule(names[0].rsplit("-u", 1)[0], name, now)
         for _ in names:

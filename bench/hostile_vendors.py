@@ -41,9 +41,8 @@ import django  # noqa: E402
 
 django.setup()
 
-from pool_admin import fetch_tasks  # noqa: E402
+from pool_admin.bootstrap import get_pool, get_scheduler  # noqa: E402
 from pool_admin.config.models import ProviderAccount, Upstream, UsageTotal  # noqa: E402
-from pool_admin.pool import get_pool  # noqa: E402
 from tests.harness.vendor_server import vendor_server  # noqa: E402
 from tests.harness.webshare_vendor import vendor  # noqa: E402
 
@@ -137,7 +136,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="leave the probe upstreams")
     args = parser.parse_args()
     remove()  # an earlier run's, if it was stopped
-    pool, scheduler = get_pool(), fetch_tasks.scheduler()
+    pool, scheduler = get_pool(), get_scheduler()
     demo = {u.name: u for u in Upstream.objects.filter(account__name="demo")}
     if not demo:
         print("no demo upstreams: run `make run` (with the demo provider) first")

@@ -20,13 +20,11 @@ well inside ``settings.FETCH_LEASE``, 2 minutes unless set lower).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import redis
 from django.conf import settings
 
 from activity.checker import CheckTarget
@@ -37,40 +35,19 @@ from activity.providers.errors import NextStep, ProviderError
 from activity.providers.fetch import FetchLimits
 from activity.reconciler import UpstreamTarget
 from activity.scheduler import Claim, FetchScheduler, NoClaim, RequestOutcome
-from activity.scheduler.redis import RedisScheduler
 from pool_admin import alerts
+from pool_admin.bootstrap import fetch_credentials, get_pool, get_scheduler
 from pool_admin.config.models import Alert, ProviderAccount, Upstream
 from pool_admin.metrics.stream import emit_event
-from pool_admin.pool import fetch_credentials, get_pool
 
 logger = logging.getLogger(__name__)
 
 CHECK_CONCURRENCY = 200
 
-_lock = threading.Lock()
-_scheduler: RedisScheduler | None = None
-
-
-def scheduler() -> FetchScheduler:
-    """The process's fetch scheduler, on the pool's Redis under the pool's prefix."""
-    global _scheduler
-    with _lock:
-        if _scheduler is None:
-            client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
-            _scheduler = RedisScheduler(client, prefix=settings.POOL_PREFIX)
-        return _scheduler
-
-
-def reset() -> None:
-    """Forget the scheduler (tests point settings elsewhere)."""
-    global _scheduler
-    with _lock:
-        _scheduler = None
-
 
 def dispatch(now: datetime, enqueue: Callable[[dict[str, Any]], object]) -> int:
     """Sync the cadence, then claim and enqueue what is due; the number of fetches claimed."""
-    sched = scheduler()
+    sched = get_scheduler()
     fetchable: dict[str, ProviderAccount] = {}
     for upstream in Upstream.objects.select_related("account").iterator():
         account = upstream.account
@@ -194,7 +171,7 @@ def run_fetch(payload: dict[str, Any]) -> FetchReport | None:
     job = FetchJob(
         plan,
         pool=get_pool(),
-        scheduler=scheduler(),
+        scheduler=get_scheduler(),
         claim=claim,
         limits=upstream.account.limits,
         lease=settings.FETCH_LEASE,
@@ -266,7 +243,7 @@ def _finish_unfetched(claim: Claim, clock: SystemClock, upstream: Upstream | Non
     its interval (a minute if it is gone: the next dispatch forgets it)."""
     interval = timedelta(seconds=upstream.fetch_interval_s if upstream else 60)
     try:
-        scheduler().finish(clock.now(), claim, clock.now() + interval)
+        get_scheduler().finish(clock.now(), claim, clock.now() + interval)
     except LeaseLost:
         logger.info("fetch %s: its claim is no longer current; nothing done", claim.upstream_id)
 

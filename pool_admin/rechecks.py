@@ -27,10 +27,10 @@ from activity.checker import CheckTarget
 from activity.clock import SystemClock
 from activity.rechecking import RecheckReport, recheck
 from activity.types import RecheckPolicy
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import Upstream
 from pool_admin.fetch_tasks import CHECK_CONCURRENCY
 from pool_admin.metrics.stream import emit_event
-from pool_admin.pool import get_pool
 
 logger = logging.getLogger(__name__)
 

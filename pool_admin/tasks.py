@@ -9,6 +9,8 @@ from typing import Any
 
 from celery import shared_task
 
+from activity.types import SweepResult
+
 logger = logging.getLogger(__name__)
 #: Records (sweep) and assignments (expire) one run handles at most; the next run goes on.
 SWEEP_LIMIT = 1_000
@@ -19,6 +21,19 @@ def heartbeat(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> str:
     stamp = now().astimezone(UTC).isoformat()
     logger.info("heartbeat %s", stamp)
     return stamp
+
+
+def sweep_pool(limit: int) -> SweepResult:
+    """One bounded sweep; the records it reports removed at expiry (since the previous sweep,
+    wherever they were cleaned) go to the usage stream, used or not, per upstream. Every
+    sweep goes through here: a sweep takes that tally, and one not told is lost."""
+    from pool_admin.bootstrap import get_pool
+    from pool_admin.metrics.stream import emit_event
+
+    result = get_pool().sweep(limit)
+    for upstream, tally in result.tally.items():
+        emit_event("expired", upstream=upstream, used=tally.used, unused=tally.unused)
+    return result
 
 
 @shared_task(name="pool_admin.heartbeat")
@@ -94,8 +109,6 @@ def check_upstream_task(upstream: str) -> int:
 @shared_task(name="pool_admin.sweep_pool")
 def sweep_pool_task() -> int:
     """One bounded sweep of the pool (expired records, sessions, quarantines)."""
-    from pool_admin.pool import sweep_pool
-
     result = sweep_pool(SWEEP_LIMIT)
     return result.expired
 
@@ -103,6 +116,6 @@ def sweep_pool_task() -> int:
 @shared_task(name="pool_admin.expire_ownership")
 def expire_ownership_task() -> int:
     """Release gateway assignments whose lease ended, a bounded batch per run."""
-    from pool_admin.pool import get_pool
+    from pool_admin.bootstrap import get_pool
 
     return len(get_pool().expire(datetime.now(UTC), SWEEP_LIMIT))

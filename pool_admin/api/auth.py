@@ -24,6 +24,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
+from pool_admin import bootstrap
 from pool_admin.config.models import ApiClient, ApiKey
 
 logger = logging.getLogger(__name__)
@@ -61,15 +62,28 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-_cache: TTLCache[str, Principal] = TTLCache(
-    maxsize=CACHE_SIZE, ttl=CACHE_TTL.total_seconds(), timer=lambda: _monotonic()
-)
-_cache_lock = threading.Lock()
+class KeyCache:
+    """Verified keys' principals for ``CACHE_TTL``, at most ``CACHE_SIZE``, by the key's
+    fingerprint (the SHA-256 of the key, never the key). One per process, shared by every
+    request thread (built by pool_admin/bootstrap.py)."""
 
+    def __init__(self) -> None:
+        self._cache: TTLCache[str, Principal] = TTLCache(
+            maxsize=CACHE_SIZE, ttl=CACHE_TTL.total_seconds(), timer=lambda: _monotonic()
+        )
+        self._lock = threading.Lock()
 
-def clear_cache() -> None:
-    with _cache_lock:
-        _cache.clear()
+    def get(self, fingerprint: str) -> Principal | None:
+        with self._lock:
+            return self._cache.get(fingerprint)
+
+    def put(self, fingerprint: str, principal: Principal) -> None:
+        with self._lock:
+            self._cache[fingerprint] = principal
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
 
 
 def _fingerprint(plaintext: str) -> str:
@@ -99,9 +113,7 @@ def principal_for_client(client: ApiClient, key_prefix: str) -> Principal:
 
 def cached_principal(plaintext: str) -> Principal | None:
     """The principal of a key verified less than ``CACHE_TTL`` ago, else None (no database)."""
-    fingerprint = _fingerprint(plaintext)
-    with _cache_lock:
-        return _cache.get(fingerprint)
+    return bootstrap.api_key_cache().get(_fingerprint(plaintext))
 
 
 def authenticate_key(plaintext: str) -> Principal | None:
@@ -122,8 +134,7 @@ def authenticate_key(plaintext: str) -> Principal | None:
         key.touch()  # last-used time: best effort, at most one UPDATE a minute per key
     except DatabaseError:
         logger.warning("could not record use of API key %s", key)
-    with _cache_lock:
-        _cache[fingerprint] = principal
+    bootstrap.api_key_cache().put(fingerprint, principal)
     return principal
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from activity.log_batches import LogBatches
+from pool_admin import bootstrap
 
 logger = logging.getLogger("pool_admin.calls")
 
@@ -45,9 +46,11 @@ def _may_log(name: str) -> bool:
     return allowed
 
 
-_batches = LogBatches(
-    logger, name="call log", max_queued=MAX_QUEUED, interval_s=FLUSH_INTERVAL_S, unit="calls"
-)
+def new_call_log() -> LogBatches:
+    """The batches of a process's call log (built once, by pool_admin/bootstrap.py)."""
+    return LogBatches(
+        logger, name="call log", max_queued=MAX_QUEUED, interval_s=FLUSH_INTERVAL_S, unit="calls"
+    )
 
 
 def log_call(event: dict[str, Any]) -> None:
@@ -55,12 +58,14 @@ def log_call(event: dict[str, Any]) -> None:
         return
     safe = {k: v for k, v in event.items() if _may_log(k)}
     safe["at"] = round(time.time(), 3)
-    _batches.add("call " + orjson.dumps(safe, option=orjson.OPT_SORT_KEYS, default=str).decode())
+    bootstrap.call_log().add(
+        "call " + orjson.dumps(safe, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    )
 
 
 def flush_call_log() -> None:
     """Write every queued line now (tests; commands that print before they exit)."""
-    _batches.flush()
+    bootstrap.call_log().flush()
 
 
 def call_lines(messages: list[str]) -> list[str]:

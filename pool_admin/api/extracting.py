@@ -30,9 +30,9 @@ from pool_admin.api.call_log import log_call
 from pool_admin.api.problems import Forbidden, Problem, problem_code
 from pool_admin.api.ratelimit import charge_call, quota_of, rate_limited
 from pool_admin.api.serializers import POOL_BOUNDS, validate_extract_body
+from pool_admin.bootstrap import get_pool
 from pool_admin.metrics.events import MAX_DRAWS
 from pool_admin.metrics.stream import emit_event
-from pool_admin.pool import get_pool
 
 IDEMPOTENCY_KEY_MAX = POOL_BOUNDS.max_text  # what the pool takes as a key
 #: Visible ASCII, no spaces (what the pool accepts: activity/_validation/common.py ``text``).

@@ -40,8 +40,8 @@ from pool_admin.api.openapi import (
     problems,
 )
 from pool_admin.api.serializers import StrictSerializer, choice_field
+from pool_admin.bootstrap import get_pool
 from pool_admin.metrics.stream import emit_event
-from pool_admin.pool import get_pool
 
 logger = logging.getLogger(__name__)
 

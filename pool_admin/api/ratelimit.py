@@ -33,7 +33,7 @@ from typing import Protocol
 from activity import CallQuota
 from activity.errors import QuotaExceeded
 from pool_admin.api.problems import RateLimited
-from pool_admin.pool import get_pool
+from pool_admin.bootstrap import get_pool
 
 RPS_WINDOW = timedelta(seconds=1)
 PPM_WINDOW = timedelta(minutes=1)

@@ -12,7 +12,7 @@ from activity import ExtractedProxy, ExtractMode, PoolOptions
 from activity.labels import MAX_LABEL, BadLabel, clean_label
 from activity.types import LABEL_MAX_LENGTH, LABEL_PATTERN, PROTOCOLS
 
-#: The pool's bounds, as the API's pool has them (pool_admin/pool.py leaves them at their
+#: The pool's bounds, as the API's pool has them (pool_admin/bootstrap.py leaves them at their
 #: defaults): the API refuses what the pool would, with the API's own field errors.
 POOL_BOUNDS = PoolOptions()
 #: The pool's largest extract count; a client's own limit is checked by the view (403).

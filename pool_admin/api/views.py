@@ -45,8 +45,8 @@ from pool_admin.api.serializers import (
     InventoryResponseSerializer,
     proxy_body,
 )
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import Upstream
-from pool_admin.pool import get_pool
 
 
 class ExtractView(ApiView):

@@ -22,10 +22,10 @@ logger = logging.getLogger(__name__)
 
 def _forget(account: str, upstream: str) -> None:
     from activity.errors import ActivityError
-    from pool_admin.fetch_tasks import scheduler
+    from pool_admin.bootstrap import get_scheduler
 
     try:
-        scheduler().forget(account, upstream)
+        get_scheduler().forget(account, upstream)
     except ActivityError as exc:
         logger.warning("scheduler: could not forget %s (%s)", upstream, exc.code)
 
@@ -56,9 +56,9 @@ def upstream_deleted(sender: Any, instance: Upstream, **kwargs: Any) -> None:
 @receiver(post_delete, sender=ProviderAccount)
 def account_deleted(sender: Any, instance: ProviderAccount, **kwargs: Any) -> None:
     from activity.errors import ActivityError
-    from pool_admin.fetch_tasks import scheduler
+    from pool_admin.bootstrap import get_scheduler
 
     try:
-        scheduler().drop_account(instance.name)
+        get_scheduler().drop_account(instance.name)
     except ActivityError as exc:
         logger.warning("scheduler: could not drop account %s (%s)", instance.name, exc.code)

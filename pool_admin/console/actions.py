@@ -23,10 +23,9 @@ from activity.inspection import ProxyDetail
 from activity.scheduler.types import RequestOutcome
 from activity.types import Assignment, HealthUpdate, ProxyState
 from pool_admin import alerts
+from pool_admin.bootstrap import get_pool, get_scheduler
 from pool_admin.config.models import Alert, Upstream
 from pool_admin.console.models import OperatorAction
-from pool_admin.fetch_tasks import scheduler
-from pool_admin.pool import get_pool
 
 #: Proxies one "drain a worker" begins at most (the rest: run it again).
 MAX_DRAIN_BATCH = 1_000
@@ -174,7 +173,7 @@ def _preview_fetch(name: str) -> str:
 
 def _fetch(name: str) -> str:
     upstream = _upstream(name)
-    outcome = scheduler().request(
+    outcome = get_scheduler().request(
         datetime.now(UTC),
         upstream.account.name,
         name,

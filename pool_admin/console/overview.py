@@ -19,9 +19,8 @@ from django.db.models import Count, Max, Q, Sum
 
 from activity.errors import ActivityError
 from activity.scheduler.types import FetchStatus
+from pool_admin.bootstrap import get_pool, get_scheduler
 from pool_admin.config.models import Alert, Upstream, UpstreamChecks, UpstreamQuality
-from pool_admin.fetch_tasks import scheduler
-from pool_admin.pool import get_pool
 
 #: Upstreams one overview shows at most (in name order).
 MAX_UPSTREAMS = 500
@@ -126,7 +125,7 @@ def overview(now: datetime | None = None) -> Overview:
 
 
 def _live(lines: list[UpstreamLine], now: datetime) -> None:
-    pool, sched = get_pool(), scheduler()
+    pool, sched = get_pool(), get_scheduler()
     for line in lines:
         try:
             line.unextracted = pool.inventory(line.name)

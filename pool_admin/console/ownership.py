@@ -18,7 +18,7 @@ from datetime import datetime
 from activity.errors import ActivityError, InvalidRequest
 from activity.inspection import LiveWorkers, WorkerStatus
 from activity.types import DrainTicket, WorkerAssignments
-from pool_admin.pool import get_pool
+from pool_admin.bootstrap import get_pool
 
 #: Sessions, and one worker's assignments and tickets, one page shows at most.
 MAX_WORKERS = 200

@@ -15,9 +15,9 @@ from django.http import QueryDict
 from activity.errors import ActivityError, InvalidRequest
 from activity.inspection import BrowseCursor, BrowsePage, BrowseQuery, ProxyDetail
 from activity.types import ProxyState
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import PROTOCOL_CHOICES, Upstream
 from pool_admin.config.models.base import validate_vendor_label
-from pool_admin.pool import get_pool
 
 PAGE_SIZE = 50
 #: Index entries one page reads at most: a page's cost stays flat whatever the pool's size.

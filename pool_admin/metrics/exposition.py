@@ -52,10 +52,10 @@ from prometheus_client.core import (
 from prometheus_client.registry import CollectorRegistry
 
 from activity.errors import ActivityError
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import Alert, Upstream, UsageTotal
 from pool_admin.metrics.group import lost_total
 from pool_admin.metrics.stream import dropped_key
-from pool_admin.pool import get_pool
 
 CACHE_S = 5.0
 #: Most totals rows one scrape reads (families x upstreams x their small label sets).

@@ -29,6 +29,7 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from pool_admin import bootstrap
 from pool_admin.metrics.events import (
     MAX_ENTRY_BYTES,
     MAX_ENTRY_EVENTS,
@@ -47,7 +48,8 @@ SEND_BATCH = 100
 
 
 class EventStream:
-    """The process's queue of events and the thread that sends them."""
+    """The process's queue of events and the thread that sends them (one per process, built by
+    the composition root, pool_admin/bootstrap.py)."""
 
     def __init__(self) -> None:
         self._reset()
@@ -192,27 +194,24 @@ def dropped_key() -> str:
     return f"{settings.METRICS_STREAM}:dropped"
 
 
-_stream = EventStream()
-
-
 def emit_event(kind: str, **fields: Any) -> None:
     """Queue one usage event (see the module's doc); returns at once, never raises."""
-    _stream.emit(kind, fields)
+    bootstrap.event_stream().emit(kind, fields)
 
 
 def flush_events() -> None:
-    _stream.flush()
+    bootstrap.event_stream().flush()
 
 
 def dropped_events() -> int:
     """Events this process could not put on the stream since it started."""
-    return _stream.dropped()
+    return bootstrap.event_stream().dropped()
 
 
 def sent_events() -> int:
-    return _stream.sent()
+    return bootstrap.event_stream().sent()
 
 
 def queued_events() -> int:
     """Events waiting in this process for the sending thread."""
-    return _stream.queued()
+    return bootstrap.event_stream().queued()

@@ -33,12 +33,11 @@ from activity.types import (
     SnapshotRef,
 )
 from pool_admin import alerts
+from pool_admin.bootstrap import get_pool, get_scheduler
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import Alert, Credential, ProviderAccount, Upstream
-from pool_admin.fetch_tasks import scheduler
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.events import Event
-from pool_admin.pool import get_pool
 
 PROXY_PASSWORD = "console-pw-Zq81"  # must never appear in a page
 
@@ -129,7 +128,7 @@ def seed_world() -> World:
     pool.open_session("edge-3", "sess-3", timedelta(minutes=8))
     pool.issue_snapshot("edge-3", "sess-3", SnapshotRef(1, held.epoch, "ab12"), [])
     pool.acknowledge_snapshot("edge-3", "sess-3", 1)
-    sched = scheduler()
+    sched = get_scheduler()
     sched.schedule("acme", "acme-us", now - timedelta(seconds=1))
     sched.schedule("acme", "acme-eu", now + timedelta(minutes=5))
     claim = sched.claim(now, "acme", AccountLimits(concurrency=1, calls_per_minute=60),

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pool_admin import fetch_tasks
-from pool_admin.pool import reset_pool
+from pool_admin import bootstrap
 
 
 @pytest.fixture
-def filling_pool(settings, redis_url, unique_prefix):
+def filling_pool(redis_url, unique_prefix):
     """The process's pool and fetch scheduler on the test's Redis, under a prefix of its own."""
-    settings.REDIS_URL, settings.POOL_PREFIX = redis_url, unique_prefix
-    reset_pool(redis_url, unique_prefix)
-    fetch_tasks.reset()
+    bootstrap.point_at(redis_url, unique_prefix)
     yield
-    reset_pool()
-    fetch_tasks.reset()
+    bootstrap.reset()

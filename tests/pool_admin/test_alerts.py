@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from pool_admin import alerts, fetch_tasks
+from pool_admin.bootstrap import get_scheduler
 from pool_admin.config.models import Alert, ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
 from tests.harness.check_target import check_target
@@ -88,7 +89,7 @@ def test_a_vendor_that_keeps_failing_opens_an_alert_and_its_recovery_closes_it(
         )  # fmt: skip
 
         def fetch_now() -> None:
-            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
+            get_scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
             claims: list[dict] = []
             assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
             fetch_tasks.run_fetch(claims[0])
@@ -106,7 +107,7 @@ def test_a_vendor_that_keeps_failing_opens_an_alert_and_its_recovery_closes_it(
 
 def fetch_now(account: str, upstream: str) -> None:
     """A fetch of ``upstream`` now, as beat's dispatch and the fetch task run it."""
-    fetch_tasks.scheduler().request(fetch_tasks.now(), account, upstream, timedelta(0))
+    get_scheduler().request(fetch_tasks.now(), account, upstream, timedelta(0))
     claims: list[dict] = []
     assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
     fetch_tasks.run_fetch(claims[0])

@@ -14,9 +14,9 @@ from datetime import timedelta
 import pytest
 
 from pool_admin import fetch_tasks
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
-from pool_admin.pool import get_pool
 from tests.harness.celery_worker import celery_worker
 from tests.harness.check_target import check_target
 from tests.harness.webshare_vendor import vendor, webshare

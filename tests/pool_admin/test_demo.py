@@ -13,9 +13,9 @@ from django.core.management.base import CommandError
 
 from activity.types import ExtractFilters, ExtractRequest
 from pool_admin import demo, fetch_tasks
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import ApiClient, ApiKey, Credential, ProviderAccount, Upstream
 from pool_admin.demo_proxies import HTTP_USERS, LISTING, SOCKS_SERVERS, DemoProxies
-from pool_admin.pool import get_pool
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 KEY = "pp_0123456789ab_" + "k_-" * 14  # a URL-safe secret may hold "_" and "-"

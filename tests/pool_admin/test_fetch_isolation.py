@@ -15,8 +15,8 @@ import pytest
 from django.conf import settings
 
 from pool_admin import fetch_tasks
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import ProviderAccount, Upstream
-from pool_admin.pool import get_pool
 from tests.harness.celery_worker import celery_worker
 from tests.harness.check_target import closed_port
 from tests.harness.vendor_server import vendor_server

@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 
 from pool_admin import fetch_tasks
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import ProviderAccount, Upstream
-from pool_admin.pool import get_pool
 from tests.harness.webshare_vendor import vendor, webshare
 
 pytestmark = [

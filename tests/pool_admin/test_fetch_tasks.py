@@ -11,10 +11,10 @@ import pytest
 
 from activity.types import ExtractMode, ExtractRequest
 from pool_admin import fetch_tasks
+from pool_admin.bootstrap import get_pool, get_scheduler
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import Credential, ProviderAccount, Upstream
 from pool_admin.forward_proxies import Tinyproxy
-from pool_admin.pool import get_pool
 from tests.harness.check_target import CheckTargetServer, closed_port
 from tests.harness.vendor_server import vendor_server
 from tests.harness.webshare_vendor import vendor, webshare
@@ -120,7 +120,7 @@ def test_an_accounts_calls_per_minute_hold_however_often_it_is_dispatched(target
             fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
             for claim in claims:
                 fetch_tasks.run_fetch(claim)
-            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
+            get_scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
             time.sleep(0.1)
         assert len(url.asked) == 3
 
@@ -133,7 +133,7 @@ def test_an_accounts_proxies_per_minute_hold_over_its_fetches(target):
         upstream.account.save()
         inserted = []
         for _ in range(3):
-            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
+            get_scheduler().request(fetch_tasks.now(), "acme", "acme-http", timedelta(0))
             claims: list[dict] = []
             fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
             inserted += [
@@ -157,7 +157,7 @@ def test_a_deleted_or_renamed_upstream_is_forgotten_by_the_scheduler(target):
         renamed.name = "acme-new"
         renamed.save()
         for name in ("acme-gone", "acme-old", "acme-new", "acme-kept"):
-            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", name, timedelta(0))
+            get_scheduler().request(fetch_tasks.now(), "acme", name, timedelta(0))
         claims.clear()
         kept.account.fetch_concurrency = 8
         kept.account.save()
@@ -248,7 +248,7 @@ def test_a_vendors_retry_after_is_honoured_up_to_its_bound(target, settings, bou
         claims: list[dict] = []
         assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
         assert fetch_tasks.run_fetch(claims[0]) is None
-    due = fetch_tasks.scheduler().status(fetch_tasks.now(), "acme", "acme-http").due_at
+    due = get_scheduler().status(fetch_tasks.now(), "acme", "acme-http").due_at
     assert due is not None
     assert abs((due - fetch_tasks.now()).total_seconds() - waits_s) < 5
 
@@ -293,7 +293,7 @@ def test_a_credential_no_key_can_read_finishes_the_claim_and_says_so(target, set
         assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
         assert fetch_tasks.run_fetch(claims[0]) is None
         assert url.asked == []
-    status = fetch_tasks.scheduler().status(fetch_tasks.now(), "acme", "acme-http")
+    status = get_scheduler().status(fetch_tasks.now(), "acme", "acme-http")
     assert status.running_until is None and status.due_at is not None
     [alert] = Alert.objects.filter(kind=Alert.Kind.FETCH_FAILING)
     assert alert.detail == "SecretUnreadable: the fetch failed on our side"

@@ -24,8 +24,7 @@ from rest_framework.test import APIClient
 
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, PoolOptions, ProxyState
 from activity.redis import RedisPool
-from pool_admin import pool as pool_module
-from pool_admin.api import auth
+from pool_admin import bootstrap
 from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import (
@@ -74,8 +73,7 @@ def new_api_client(request):
 @pytest.fixture
 def world(settings, redis_url, unique_prefix):
     settings.POOL_SECRET_KEYS = (Fernet.generate_key().decode(),)
-    pool_module.reset_pool(redis_url, unique_prefix)
-    auth.clear_cache()
+    bootstrap.point_at(redis_url, unique_prefix)
     flush_call_log()  # no event of an earlier test in this one's log
 
     store = CredentialStore()
@@ -174,8 +172,7 @@ def world(settings, redis_url, unique_prefix):
     }
     flush_call_log()
     conn.close()
-    pool_module.reset_pool()
-    auth.clear_cache()
+    bootstrap.reset()
 
 
 def assert_no_secret(text: str, where: str, secrets: dict[str, str]) -> None:
@@ -231,9 +228,9 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
         api.post("/api/v1/proxies/nope/outcome", {"outcome": "ok"}, format="json"),  # 404
     ]
     # Redis stopped (nothing listens there): 503, and the log says so without secrets.
-    pool_module.reset_pool(f"redis://:{PROXY_PASSWORD}@127.0.0.1:{free_port()}/0", "t-down")
+    bootstrap.point_at(f"redis://:{PROXY_PASSWORD}@127.0.0.1:{free_port()}/0", "t-down")
     errors.append(api.post(EXTRACT, body, format="json"))
-    pool_module.reset_pool(redis_url, world["prefixes"][0])
+    bootstrap.point_at(redis_url, world["prefixes"][0])
     statuses = sorted(r.status_code for r in errors)
     assert statuses == [400, 400, 400, 400, 401, 401, 401, 403, 403, 404, 404, 405, 409, 409,
                         409, 503], statuses  # fmt: skip

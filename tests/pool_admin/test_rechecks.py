@@ -10,9 +10,9 @@ import pytest
 
 from activity.types import ExtractMode, ExtractRequest
 from pool_admin import fetch_tasks, rechecks
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import ProviderAccount, Upstream, UpstreamChecks, UpstreamQuality
 from pool_admin.forward_proxies import Tinyproxy
-from pool_admin.pool import get_pool
 from tests.harness.check_target import CheckTargetServer
 from tests.harness.metrics import drain_metrics
 from tests.harness.webshare_vendor import vendor, webshare

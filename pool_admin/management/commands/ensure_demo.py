@@ -21,6 +21,7 @@ from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
 from pool_admin import demo, fetch_tasks
+from pool_admin.bootstrap import get_scheduler
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import ApiClient, ApiKey, Credential, ProviderAccount, Upstream
 from pool_admin.demo_proxies import HTTP_USERS, SOCKS_SERVERS
@@ -59,7 +60,7 @@ class Command(OperatorCommand):
         except ValidationError as exc:
             raise CommandError(f"demo configuration refused: {validation_text(exc)}") from None
         # Fetched at once, whatever an earlier run's failures left in the cadence.
-        scheduler = fetch_tasks.scheduler()
+        scheduler = get_scheduler()
         for upstream in upstreams:
             scheduler.schedule(account.name, upstream.name, fetch_tasks.now())
             scheduler.request(fetch_tasks.now(), account.name, upstream.name, timedelta(0))

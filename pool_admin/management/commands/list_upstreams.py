@@ -7,9 +7,9 @@ from typing import Any
 import redis
 
 from activity.errors import ScanBudgetExhausted, StoreUnavailable
+from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import Upstream
 from pool_admin.management.cli import OperatorCommand, one_line_errors, table
-from pool_admin.pool import get_pool
 
 UNAVAILABLE = "unavailable"
 

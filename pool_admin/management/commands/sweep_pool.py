@@ -8,7 +8,7 @@ from django.core.management.base import CommandParser
 
 from activity import PoolOptions
 from pool_admin.management.cli import OperatorCommand, one_line_errors, parse_int
-from pool_admin.pool import sweep_pool
+from pool_admin.tasks import sweep_pool
 
 DEFAULT_LIMIT = 1_000
 

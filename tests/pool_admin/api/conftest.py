@@ -22,8 +22,7 @@ from activity import (
     StaticCredentials,
 )
 from activity.redis import RedisPool
-from pool_admin import pool as pool_module
-from pool_admin.api import auth
+from pool_admin import bootstrap
 from pool_admin.api.call_log import flush_call_log
 from pool_admin.api.fast_extract import FastExtract
 from pool_admin.config.models import ApiClient, ApiKey, ProviderAccount, Upstream
@@ -45,17 +44,15 @@ def pool_clock() -> ManualClock:
 def _isolated(redis_url, unique_prefix, pool_clock, settings):
     """The API's pool on this test's prefix and clock, its own usage stream, an empty key
     cache and no usage event of an earlier test still queued, before and after."""
-    pool_module.reset_pool(redis_url, unique_prefix, pool_clock)
+    bootstrap.point_at(redis_url, unique_prefix, pool_clock)  # also empties the key cache
     settings.METRICS_REDIS_URL = redis_url
     isolate_stream(settings, unique_prefix)
-    auth.clear_cache()
     flush_call_log()
     flush_events()
     yield
     flush_call_log()  # nothing left for the exit hook, after pytest has closed its log streams
     flush_events()
-    pool_module.reset_pool()
-    auth.clear_cache()
+    bootstrap.reset()
 
 
 def make_seeder(url: str, prefix: str) -> Callable[..., list[str]]:

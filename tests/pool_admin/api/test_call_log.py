@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from pool_admin import bootstrap
 from pool_admin.api import call_log
 from pool_admin.api.call_log import call_lines, flush_call_log, log_call
 from tests.harness.commands import run_python
@@ -47,7 +48,7 @@ def test_secret_looking_fields_are_dropped(caplog):
 
 
 def test_the_queue_is_bounded_and_says_what_it_dropped(caplog, monkeypatch):
-    monkeypatch.setattr(call_log._batches, "max_queued", 2)
+    monkeypatch.setattr(bootstrap.call_log(), "max_queued", 2)
     for n in range(5):
         log_call({"event": "extract", "returned": n})
     flush_call_log()

@@ -23,7 +23,7 @@ from django.core.management import (
     load_command_class,
 )
 
-from pool_admin import pool as pool_module
+from pool_admin import bootstrap
 from pool_admin.api.auth import authenticate_key
 from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.models import ApiClient, ApiKey
@@ -198,7 +198,7 @@ def test_list_upstreams_shows_live_inventory(run, upstreams, seed):
 
 
 def test_list_upstreams_says_unavailable_when_the_pool_cannot_answer(run, upstreams):
-    pool_module.reset_pool(f"redis://127.0.0.1:{free_port()}/0", "pp-dead")
+    bootstrap.point_at(f"redis://127.0.0.1:{free_port()}/0", "pp-dead")
     code, out, _ = run("list_upstreams")
     assert code == 0
     assert out.count("unavailable") >= 6 and "acme-us" in out

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
-from pool_admin import pool as pool_module
+from pool_admin import bootstrap
 from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.models import Upstream
 from tests.pool_admin.api.conftest import PROXY_PASSWORD
@@ -150,7 +150,7 @@ def stock_many(pool, upstream: str, n: int, region: str, carrier: str, first_oct
 def test_scan_budget_exhausted_is_503_with_retry_after_and_takes_nothing(api, make_client, seed):
     """More candidates than the API's pool may examine, none of them matching: the bounded
     scan gives up (fail closed), which is neither "not enough proxies" nor a partial answer."""
-    budget = pool_module.get_pool().options.scan_budget  # the API's own pool, as configured
+    budget = bootstrap.get_pool().options.scan_budget  # the API's own pool, as configured
     # Every candidate of the smallest index (region us, or carrier vz) fails the other filter.
     stock_many(seed.pool, "acme-us", budget + 2, region="us", carrier="att", first_octet=1)
     stock_many(seed.pool, "acme-eu", budget + 1, region="eu", carrier="vz", first_octet=2)

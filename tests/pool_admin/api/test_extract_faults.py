@@ -13,7 +13,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connection
 
-from pool_admin import pool as pool_module
+from pool_admin import bootstrap
 from pool_admin.config.models import ApiClient, ApiKey
 from pool_admin.localservices import free_port, postgres_answers
 from tests.pool_admin.api.conftest import make_seeder
@@ -118,7 +118,7 @@ def test_redis_stopped_is_503_with_retry_after_and_changes_nothing(
     api, make_client, private_redis, unique_prefix
 ):
     server = private_redis()
-    pool_module.reset_pool(server.url, unique_prefix)
+    bootstrap.point_at(server.url, unique_prefix)
     seeder = make_seeder(server.url, unique_prefix)
     try:
         ids = seeder(n=3)
@@ -135,7 +135,7 @@ def test_redis_stopped_is_503_with_retry_after_and_changes_nothing(
         assert str(server.port) not in response.content.decode()
 
         server.start()
-        pool_module.reset_pool(server.url, unique_prefix)
+        bootstrap.point_at(server.url, unique_prefix)
         after = extract(client, {"count": 5, "mode": "partial"}, **{"Idempotency-Key": "k"})
         assert after.status_code == 200
         assert after.json()["replayed"] is False  # the failed call stored nothing

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from pool_admin import bootstrap
 from pool_admin.api import auth
 from tests.pool_admin.api.test_extract import URL, assert_problem, extract
 
@@ -25,7 +26,7 @@ def test_missing_bad_and_revoked_keys_are_401(api, make_client, seed):
 
     assert extract(api(c.plaintext)).status_code == 200
     c.key.revoke()
-    auth.clear_cache()  # what the cache TTL does within 30 s
+    bootstrap.api_key_cache().clear()  # what the cache TTL does within 30 s
     assert_problem(extract(api(c.plaintext)), 401, "unauthenticated")
 
     other = make_client("crawler-2")
@@ -50,7 +51,7 @@ def key_cache_clock(monkeypatch):
 def test_a_withdrawn_key_works_until_its_cache_entry_expires(
     api, make_client, seed, key_cache_clock, withdraw
 ):
-    """No clear_cache(): the verified key's cache entry lives CACHE_TTL, then PostgreSQL's
+    """No clearing of the cache: the verified key's cache entry lives CACHE_TTL, then PostgreSQL's
     answer (revoked, or client disabled) takes effect."""
     seed(n=4)
     c = make_client()
@@ -76,26 +77,27 @@ def test_a_withdrawn_key_works_until_its_cache_entry_expires(
 def test_the_key_cache_never_holds_more_than_its_bound(api, make_client, seed):
     seed(n=4)
     bound = auth.CACHE_SIZE
-    assert auth._cache.maxsize == bound
+    cache = bootstrap.api_key_cache()
+    held = cache._cache
+    assert held.maxsize == bound
     # Keys verified a moment ago fill the cache to two short of its bound. They are put in
     # as the cache holds them (fingerprint -> principal): verifying that many keys through
     # PostgreSQL would take most of a minute.
     earlier = auth.principal_for_client(make_client("earlier").row, "earlier")
-    with auth._cache_lock:
-        for n in range(bound - 2):
-            auth._cache[f"{n:064x}"] = earlier
-    assert len(auth._cache) == bound - 2
+    for n in range(bound - 2):
+        cache.put(f"{n:064x}", earlier)
+    assert len(held) == bound - 2
 
     # Four more distinct keys, verified through the API, take it past its bound.
     keys = [make_client(f"crawler-{n}").plaintext for n in range(4)]
     for plaintext in keys:
         response = extract(api(plaintext), {"count": 1, "mode": "partial"})
         assert response.status_code == 200, response.content
-        assert len(auth._cache) <= bound
-    assert len(auth._cache) == bound
+        assert len(held) <= bound
+    assert len(held) == bound
     assert all(auth.cached_principal(k) is not None for k in keys)  # the newest are kept
-    assert f"{0:064x}" not in auth._cache and f"{1:064x}" not in auth._cache  # the oldest went
-    assert f"{2:064x}" in auth._cache
+    assert f"{0:064x}" not in held and f"{1:064x}" not in held  # the oldest went
+    assert f"{2:064x}" in held
 
 
 def test_a_cached_key_needs_no_database(api, make_client, seed, django_assert_num_queries):
@@ -110,6 +112,6 @@ def test_key_cache_is_keyed_by_a_hash_not_the_key(api, make_client, seed):
     seed(n=1)
     c = make_client()
     assert extract(api(c.plaintext)).status_code == 200
-    keys = list(auth._cache.keys())
+    keys = list(bootstrap.api_key_cache()._cache.keys())
     assert keys and all(c.plaintext not in k for k in keys)
     assert all(len(k) == 64 for k in keys)

@@ -11,7 +11,7 @@ import pytest
 
 from activity import ExtractRequest
 from pool_admin.api.call_log import call_lines, flush_call_log
-from pool_admin.pool import get_pool
+from pool_admin.bootstrap import get_pool
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 

@@ -9,7 +9,7 @@ import yaml
 
 from activity import HealthUpdate, ProxyState
 from activity.errors import ScanBudgetExhausted
-from pool_admin import pool as pool_module
+from pool_admin import bootstrap
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -36,7 +36,7 @@ def test_inventory_marks_an_upstream_unavailable_on_scan_budget(
 ):
     seed(n=1)
     client = api(make_client(may_view_inventory=True).plaintext)
-    pool = pool_module.get_pool()
+    pool = bootstrap.get_pool()
 
     def exhausted(upstream_id):
         raise ScanBudgetExhausted("scan budget exhausted")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import astuple
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
 from django.db import connection
 
-from pool_admin import pool as pool_module
+from pool_admin import bootstrap
 from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.models import UpstreamQuality
 from pool_admin.localservices import free_port
@@ -151,7 +152,7 @@ def test_a_report_takes_one_unit_of_the_requests_per_second_limit(api, make_clie
 
 def test_a_zero_quarantine_setting_records_the_ban_only(api, make_client, seed, settings):
     settings.POOL_BAN_QUARANTINE_S = 0
-    pool_module.reset_pool(*pool_module.target())  # pools are built with the setting
+    bootstrap.point_at(*astuple(bootstrap.target()))  # pools are built with the setting
     seed(n=1)
     client = api(make_client().plaintext)
     [pid] = take(client)
@@ -227,7 +228,7 @@ def test_the_streams_redis_stopped_costs_the_event_not_the_answer(
     assert len(take(client, 1)) == 1
     assert report(client, first, {"outcome": "timeout"}).status_code == 200
     assert time.monotonic() - started < 1  # the answers never waited on the stream's Redis
-    stream._stream._warned_at = 0.0  # say it now, not up to 10 s later
+    bootstrap.event_stream()._warned_at = 0.0  # say it now, not up to 10 s later
     flush_events()
     assert stream.dropped_events() == before + 2  # the extract's event and the report's
     assert any("2 events dropped" in r.getMessage() for r in caplog.records)
@@ -242,7 +243,7 @@ def test_the_streams_redis_stopped_costs_the_event_not_the_answer(
 @pytest.mark.fault
 def test_redis_stopped_is_503_with_retry_after(api, make_client, private_redis, unique_prefix):
     server = private_redis()
-    pool_module.reset_pool(server.url, unique_prefix)
+    bootstrap.point_at(server.url, unique_prefix)
     seeder = make_seeder(server.url, unique_prefix)
     try:
         seeder(n=1)
@@ -256,7 +257,7 @@ def test_redis_stopped_is_503_with_retry_after(api, make_client, private_redis, 
         assert_problem(response, 503, "store_unavailable")
         assert int(response["Retry-After"]) >= 1
         server.start()
-        pool_module.reset_pool(server.url, unique_prefix)
+        bootstrap.point_at(server.url, unique_prefix)
         after = report(client, pid, {"outcome": "banned"})
         assert after.status_code == 200 and after.json()["replayed"] is False
     finally:

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 import redis
 
-from pool_admin import pool as pool_module
+from pool_admin import bootstrap
 from pool_admin.api import ratelimit
 from tests.pool_admin.api.test_extract import URL, assert_problem, extract
 
@@ -122,7 +122,7 @@ def test_limit_keys_name_the_client_never_an_api_key(
 @pytest.mark.fault
 def test_redis_down_is_503_and_no_extract(api, make_client, private_redis, unique_prefix):
     server = private_redis()
-    pool_module.reset_pool(server.url, unique_prefix)
+    bootstrap.point_at(server.url, unique_prefix)
     client = api(make_client().plaintext)
     assert extract(client, ONE).status_code == 200
     server.stop()

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from pool_admin.config.models import ClientDraws, ClientUsage, UpstreamQuality, UsageTotal
-from pool_admin.pool import sweep_pool
+from pool_admin.tasks import sweep_pool
 from tests.harness.metrics import drain_metrics
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]

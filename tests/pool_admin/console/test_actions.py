@@ -11,10 +11,9 @@ import pytest
 from activity.errors import OwnershipConflict
 from activity.inspection import BrowseQuery
 from activity.types import ProxyState
+from pool_admin.bootstrap import get_pool, get_scheduler
 from pool_admin.config.models import Alert
 from pool_admin.console.models import OperatorAction
-from pool_admin.fetch_tasks import scheduler
-from pool_admin.pool import get_pool
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -54,7 +53,7 @@ def test_remove_a_proxy_and_drain_a_worker(operator_client, world):
 
 def test_fetch_now_and_close_an_alert(operator_client, world):
     act(operator_client, "fetch_now", "acme-eu")
-    assert scheduler().status(world.now, "acme", "acme-eu").requested_at is not None
+    assert get_scheduler().status(world.now, "acme", "acme-eu").requested_at is not None
     alert = Alert.objects.get(closed_at__isnull=True)
     act(operator_client, "close_alert", str(alert.pk))
     alert.refresh_from_db()

@@ -11,8 +11,8 @@ from playwright.sync_api import expect
 
 from activity import ExtractFilters, ExtractMode, ExtractRequest
 from activity.inspection import BrowseQuery
+from pool_admin.bootstrap import get_pool
 from pool_admin.console.models import OperatorAction
-from pool_admin.pool import get_pool
 from tests.harness.browser import log_in, screenshot
 from tests.harness.console_world import PROXY_PASSWORD, console_user, seed_world
 

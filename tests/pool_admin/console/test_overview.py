@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from pool_admin.pool import get_pool
+from pool_admin.bootstrap import get_pool
 from tests.harness.console_world import PROXY_PASSWORD, console_user
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -97,15 +97,12 @@ def test_the_console_is_on_the_admin_index_and_for_staff_only(client, staff, wor
 
 
 def test_an_upstream_the_pool_cannot_read_says_so_and_the_page_stands(
-    client, staff, world, settings, private_redis
+    client, staff, world, private_redis
 ):
-    from pool_admin import fetch_tasks
-    from pool_admin.pool import reset_pool
+    from pool_admin import bootstrap
 
     server = private_redis()
-    reset_pool(server.url, "gone")
-    fetch_tasks.reset()
-    settings.REDIS_URL = server.url
+    bootstrap.point_at(server.url, "gone")  # the pool and the scheduler
     server.stop()
     response = client.get(OVERVIEW)
     assert response.status_code == 200

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pool_admin.pool import get_pool
+from pool_admin.bootstrap import get_pool
 from tests.harness.console_world import PROXY_PASSWORD
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]

@@ -9,8 +9,8 @@ import pytest
 
 from activity.inspection import BrowseQuery
 from activity.types import ProxyState
+from pool_admin.bootstrap import get_pool
 from pool_admin.console import proxies
-from pool_admin.pool import get_pool
 from tests.harness.console_world import PROXY_PASSWORD
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]

@@ -12,10 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
 from pool_admin import alerts, fetch_tasks
+from pool_admin.bootstrap import get_pool, get_scheduler
 from pool_admin.config.models import Alert, ProviderAccount, Upstream
 from pool_admin.metrics import exposition
 from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
-from pool_admin.pool import get_pool
 from tests.harness.metrics import drain_metrics
 from tests.harness.vendor_server import vendor_server
 
@@ -123,7 +123,7 @@ def test_fetch_failures_by_upstream_and_kind_and_open_alerts_by_kind(monkeypatch
             endpoint_url=f"{base}/status/500", allow_local_hosts=True,
         )  # fmt: skip
         for _ in range(2):
-            fetch_tasks.scheduler().request(fetch_tasks.now(), "acme", "acme-a", timedelta(0))
+            get_scheduler().request(fetch_tasks.now(), "acme", "acme-a", timedelta(0))
             claims: list[dict] = []
             assert fetch_tasks.dispatch(fetch_tasks.now(), claims.append) == 1
             assert fetch_tasks.run_fetch(claims[0]) is None
