@@ -335,7 +335,7 @@ FETCH_LEASE = timedelta(seconds=env_int("FETCH_LEASE_S", 120, minimum=1, maximum
 FETCH_MAX_RETRY_AFTER = timedelta(
     seconds=env_int("FETCH_MAX_RETRY_AFTER_S", 3_600, minimum=0, maximum=86_400)
 )
-# Rechecks of idle proxies (pool_admin/rechecks.py): each upstream's check_interval_s is the
+# Rechecks of idle proxies (pool_admin/recheck_tasks.py): each upstream's check_interval_s is the
 # floor; an AVAILABLE proxy is due a RECHECK_LIFETIME_FRACTION of its remaining life after its
 # last check, and none with under RECHECK_MIN_REMAINING left is probed again.
 CHECK_DISPATCH_PERIOD = timedelta(seconds=10)

@@ -87,11 +87,11 @@ def fetch_upstream_task(claim: dict[str, Any]) -> int:
 
 @shared_task(name="pool_admin.dispatch_checks")
 def dispatch_checks_task() -> int:
-    """Send one recheck task per upstream whose proxies are probed (pool_admin/rechecks.py);
+    """Send one recheck task per upstream whose proxies are probed (pool_admin/recheck_tasks.py);
     a task not started within the period is dropped (the next dispatch sends another)."""
     from django.conf import settings
 
-    from pool_admin.rechecks import dispatch_checks
+    from pool_admin.recheck_tasks import dispatch_checks
 
     expires = settings.CHECK_DISPATCH_PERIOD.total_seconds()
     return dispatch_checks(lambda name: check_upstream_task.apply_async((name,), expires=expires))
@@ -100,7 +100,7 @@ def dispatch_checks_task() -> int:
 @shared_task(name="pool_admin.check_upstream")
 def check_upstream_task(upstream: str) -> int:
     """Recheck what is due of one upstream; the proxies probed."""
-    from pool_admin.rechecks import run_checks
+    from pool_admin.recheck_tasks import run_checks
 
     report = run_checks(upstream)
     return report.checks.checked if report else 0

@@ -1,10 +1,10 @@
-"""URL routes: admin, health/readiness, metrics, the client API, OpenAPI schema and its UI."""
+"""URL routes: admin, liveness and readiness, metrics, the client API, OpenAPI schema and its UI."""
 
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from pool_admin import demo, health
+from pool_admin import demo, readiness
 from pool_admin.metrics import exposition
 
 admin.site.site_header = "Proxy Pool"
@@ -15,8 +15,8 @@ urlpatterns = [
     # The live console (pool_admin/console/), before the admin's own catch-all app URLs.
     path("admin/console/", include("pool_admin.console.urls")),
     path("admin/", admin.site.urls),
-    path("healthz", health.healthz, name="healthz"),
-    path("readyz", health.readyz, name="readyz"),
+    path("healthz", readiness.healthz, name="healthz"),
+    path("readyz", readiness.readyz, name="readyz"),
     # Prometheus (loopback only unless METRICS_ALLOWED_NETWORKS says otherwise).
     path("metrics", exposition.metrics_view, name="metrics"),
     path("api/v1/", include("pool_admin.api.urls")),

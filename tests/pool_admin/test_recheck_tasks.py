@@ -1,4 +1,4 @@
-"""Idle proxies are checked again from the configuration (pool_admin/rechecks.py): the dispatch
+"""Idle proxies are checked again from the configuration (pool_admin/recheck_tasks.py): the dispatch
 picks the upstreams whose proxies are probed, the check task takes what is due and probes it;
 on real PostgreSQL and Redis, a vendor over HTTP and a real tinyproxy that stops working."""
 
@@ -9,7 +9,7 @@ import time
 import pytest
 
 from activity.types import ExtractMode, ExtractRequest
-from pool_admin import fetch_tasks, rechecks
+from pool_admin import fetch_tasks, recheck_tasks
 from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import ProviderAccount, Upstream, UpstreamChecks, UpstreamQuality
 from pool_admin.forward_proxies import Tinyproxy
@@ -43,11 +43,11 @@ def test_the_dispatch_sends_a_check_for_each_upstream_whose_proxies_are_probed(t
     off, _ = ProviderAccount.objects.get_or_create(name="off", enabled=False)
     configure("account-off", "http://vendor.invalid/", target, account=off)
     sent: list[str] = []
-    assert rechecks.dispatch_checks(sent.append) == 2
+    assert recheck_tasks.dispatch_checks(sent.append) == 2
     assert sent == ["probed", "trusted"]  # a trusted provider's: unchecked and SUSPECT only
-    assert rechecks.policy_of(Upstream.objects.get(name="trusted")).available is False
-    assert rechecks.run_checks("disabled") is None
-    assert rechecks.run_checks("gone") is None
+    assert recheck_tasks.policy_of(Upstream.objects.get(name="trusted")).available is False
+    assert recheck_tasks.run_checks("disabled") is None
+    assert recheck_tasks.run_checks("gone") is None
 
 
 def test_a_proxy_that_stops_working_is_taken_out_by_its_recheck(tmp_path, target):
@@ -59,15 +59,15 @@ def test_a_proxy_that_stops_working_is_taken_out_by_its_recheck(tmp_path, target
             fetch_tasks.dispatch(fetch_tasks.now(), claims.append)
             report = fetch_tasks.run_fetch(claims[0])
         assert report is not None and report.checks.states == {"available": 1}
-        assert rechecks.run_checks("acme-http").listed == 0  # just checked: not due
+        assert recheck_tasks.run_checks("acme-http").listed == 0  # just checked: not due
         time.sleep(1.1)
         before = target.requests
-        passed = rechecks.run_checks("acme-http")
+        passed = recheck_tasks.run_checks("acme-http")
         assert (passed.listed, passed.checks.states) == (1, {"available": 1})
         assert target.requests == before + 1  # probed through the proxy
     # The proxy is gone now (its process stopped): the next recheck finds it refusing.
     time.sleep(1.1)
-    failed = rechecks.run_checks("acme-http")
+    failed = recheck_tasks.run_checks("acme-http")
     assert (failed.listed, failed.checks.states) == (1, {"unhealthy": 1})
     taken = get_pool().extract(ExtractRequest("c1", count=5, mode=ExtractMode.PARTIAL))
     assert taken.proxies == ()

@@ -2,13 +2,13 @@
 
 import pytest
 
-from pool_admin import health
+from pool_admin import readiness
 from pool_admin.localservices import free_port
 
 
 def test_healthz_is_ok_without_io(client, monkeypatch):
     # No django_db mark, so any database access would raise; the checks must not run either.
-    monkeypatch.setattr(health, "CHECKS", {"boom": lambda: pytest.fail("healthz did I/O")})
+    monkeypatch.setattr(readiness, "CHECKS", {"boom": lambda: pytest.fail("healthz did I/O")})
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
@@ -45,8 +45,13 @@ def test_readyz_names_redis_when_it_is_down(client, settings, private_redis):
 @pytest.mark.django_db
 def test_readyz_names_postgres_when_it_is_unreachable(client, monkeypatch):
     closed = free_port()  # nothing listens there: a real refused connection
-    target = {**health.postgres_target(), "host": "127.0.0.1", "port": closed, "password": "pw-x"}
-    monkeypatch.setattr(health, "postgres_target", lambda: target)
+    target = {
+        **readiness.postgres_target(),
+        "host": "127.0.0.1",
+        "port": closed,
+        "password": "pw-x",
+    }
+    monkeypatch.setattr(readiness, "postgres_target", lambda: target)
 
     response = client.get("/readyz")
 

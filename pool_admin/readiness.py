@@ -1,4 +1,5 @@
-"""Liveness (/healthz, no I/O) and readiness (/readyz: PostgreSQL and Redis answer quickly).
+"""This process's liveness (/healthz, no I/O) and readiness (/readyz: PostgreSQL and Redis answer
+quickly). Not a proxy's health: that is the pool's (activity.ports.HealthStore).
 
 Responses name a failing dependency and the exception class only: never a URL or password.
 """

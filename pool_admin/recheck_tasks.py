@@ -1,4 +1,5 @@
-"""Idle proxies checked again on their cadence, on beat (issue 12; ``activity.rechecking``).
+"""What the recheck tasks run: idle proxies checked again on their cadence, on beat
+(``activity.rechecking`` is the recheck itself).
 
 ``dispatch_checks`` (beat, every ``settings.CHECK_DISPATCH_PERIOD``) sends one task per
 enabled upstream of an enabled account (one that trusts its provider: only for its proxies that
