@@ -23,7 +23,12 @@ from activity.contract.boundaries import (
 )
 from activity.contract.concurrency import TestConcurrency
 from activity.contract.deadlines import TestDeadlines
-from activity.contract.extract import TestExtract, TestExtractInput
+from activity.contract.extract import (
+    TestExtract,
+    TestExtractInput,
+    TestExtractReplay,
+    TestExtractScan,
+)
 from activity.contract.extract_union import TestExtractAnyOf, TestExtractAnyOfInput
 from activity.contract.generation import TestGeneration
 from activity.contract.harness import PoolFactory, PoolHarness
@@ -52,6 +57,8 @@ __all__ = [
     "TestExtractAnyOfInput",
     "TestExtractBoundaries",
     "TestExtractInput",
+    "TestExtractReplay",
+    "TestExtractScan",
     "TestGeneration",
     "TestHealth",
     "TestHealthBoundaries",

@@ -226,6 +226,10 @@ class TestExtract:
         assert h.take(5, region="us", reserve_for_gateway=2).returned == 0
         assert h.take(5, region="de", reserve_for_gateway=2).returned == 1
 
+
+class TestExtractReplay:
+    """独占提取 steps 1 and 7: the idempotency key's and the request ID's stored answers."""
+
     def test_idempotent_replay(self, make_pool: PoolFactory):
         """独占提取 step 1/7: the same key and request return the stored response."""
         h = make_pool()
@@ -307,6 +311,10 @@ class TestExtract:
         h.take(1, request_id="req-1")
         h.advance(6 * SEC)
         assert not h.take(1, request_id="req-1").replayed
+
+
+class TestExtractScan:
+    """独占提取 steps 2-3: the bounded scan of the driving index, and what the indexes hold."""
 
     def test_scan_budget_exhausted_is_not_insufficient(self, make_pool: PoolFactory):
         """独占提取: an incomplete bounded scan is temporarily unavailable, and changes nothing."""
