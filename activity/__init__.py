@@ -19,6 +19,8 @@ from activity.credentials import (
 )
 from activity.memory import MemoryPool
 from activity.types import (
+    AssignableProxies,
+    AssignableProxy,
     Assignment,
     CallQuota,
     DrainStatus,
@@ -65,6 +67,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AssignableProxies",
+    "AssignableProxy",
     "Assignment",
     "CallQuota",
     "Clock",

@@ -64,6 +64,14 @@ class ZSet:
         start = self._first_above(threshold)
         return list(self._order.islice(start, start + limit))
 
+    def top_above(self, threshold: int, limit: int) -> list[tuple[str, int]]:
+        """ZREVRANGEBYSCORE key +inf (threshold WITHSCORES LIMIT 0 limit: the highest scores
+        first, equal scores by member descending, as Redis orders a reversed range."""
+        start = self._first_above(threshold)
+        end = len(self._order)
+        first = max(start, end - limit)
+        return [(member, score) for score, member in reversed(self._order[first:end])]
+
     def at_most(self, threshold: int, limit: int) -> list[str]:
         """ZRANGEBYSCORE key -inf threshold LIMIT 0 limit"""
         end = min(self._first_above(threshold), limit)

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from activity.inspection import BrowsePage, BrowseQuery, LiveWorkers, ProxyDetail
 from activity.types import (
+    AssignableProxies,
     Assignment,
     CallQuota,
     DrainStatus,
@@ -112,6 +113,14 @@ class RuntimeReader(Protocol):
 
 class ControlStore(Protocol):
     def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments: ...
+
+    def assignable(
+        self, upstream_id: str, limit: int, min_remaining: timedelta
+    ) -> AssignableProxies:
+        """Up to ``limit`` of the upstream's AVAILABLE, unowned, unexpired proxies usable for at
+        least ``min_remaining`` more, the longest usable first (extract takes the soonest
+        first: the two draw from the two ends of one index). A read: ``assign`` decides."""
+        ...
 
     def issue_snapshot(
         self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]

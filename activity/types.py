@@ -16,6 +16,12 @@ from activity._time import span_ms
 from activity.credentials import SecretRef
 from activity.errors import InvalidRequest
 from activity.worker_types import (
+    AssignableProxies as AssignableProxies,
+)
+from activity.worker_types import (
+    AssignableProxy as AssignableProxy,
+)
+from activity.worker_types import (
     Assignment as Assignment,
 )
 from activity.worker_types import (

@@ -70,6 +70,25 @@ class WorkerAssignments:
 
 
 @dataclass(frozen=True, slots=True)
+class AssignableProxy:
+    """A proxy the ownership manager may assign: AVAILABLE, held by no one, long-lived enough."""
+
+    proxy_id: str
+    #: Its capacity (connections at once): what an assignment adds to a worker's.
+    max_concurrency: int
+    usable_until: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AssignableProxies:
+    """One upstream's assignment candidates, the longest usable first."""
+
+    proxies: tuple[AssignableProxy, ...]
+    #: False when more candidates follow the limit asked for.
+    complete: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimeEntry:
     proxy_id: str
     #: The assignment epoch the worker holds the proxy under.

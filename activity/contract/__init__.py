@@ -14,6 +14,7 @@ No test is rewritten for a new implementation; differences between backends are 
 harness (how server time moves), never a skip inside a test.
 """
 
+from activity.contract.assignable import TestAssignable, TestAssignableInput
 from activity.contract.boundaries import (
     TestExtractBoundaries,
     TestHealthBoundaries,
@@ -49,6 +50,8 @@ from activity.contract.upsert import TestUpsert, TestUpsertInput
 __all__ = [
     "PoolFactory",
     "PoolHarness",
+    "TestAssignable",
+    "TestAssignableInput",
     "TestBrowse",
     "TestConcurrency",
     "TestDeadlines",

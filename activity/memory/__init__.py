@@ -29,6 +29,7 @@ from activity.memory.sessions import WorkerSessions
 from activity.memory.sweep import Sweeper
 from activity.memory.upsert import Upserts
 from activity.types import (
+    AssignableProxies,
     Assignment,
     CallQuota,
     DrainStatus,
@@ -149,6 +150,11 @@ class MemoryPool:
 
     def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
         return self._workers.worker_assignments(worker_id, limit)
+
+    def assignable(
+        self, upstream_id: str, limit: int, min_remaining: timedelta
+    ) -> AssignableProxies:
+        return self._workers.assignable(upstream_id, limit, min_remaining)
 
     def issue_snapshot(
         self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import timedelta
 
-from activity._checks import MAX_COUNTER, count, token
+from activity._checks import MAX_COUNTER, count, duration_ms, token
 from activity._time import from_ms, span_ms
 from activity._validation.common import limit as check_limit
 from activity._validation.common import text
@@ -26,6 +26,8 @@ from activity.memory._records import Runtime, Session
 from activity.memory._state import PoolState
 from activity.memory.ownership import lease_ms, release_drained
 from activity.types import (
+    AssignableProxies,
+    AssignableProxy,
     DrainTicket,
     ReportResult,
     RuntimeReport,
@@ -87,6 +89,24 @@ class WorkerSessions:
             owned = s.worker_owned.get(worker_id) or ZSet()
             items = tuple(s.owners[pid].view(pid) for pid, _ in owned.first(n))
             return WorkerAssignments(s.epoch, items, complete=len(owned) <= n)
+
+    def assignable(
+        self, upstream_id: str, limit: int, min_remaining: timedelta
+    ) -> AssignableProxies:
+        s = self._s
+        token(upstream_id, "upstream_id")
+        n = count(limit, "limit", low=1, high=s.options.scan_budget)
+        remaining = duration_ms(min_remaining, "min_remaining")
+        with s.lock:
+            check_deadline()
+            now = s.now()
+            page = s.index(("upstream", upstream_id)).top_above(now + remaining, n + 1)
+            proxies = tuple(
+                AssignableProxy(pid, rec.max_concurrency, from_ms(rec.usable_ms))
+                for pid, _ in page[:n]
+                if (rec := s.records[pid]).expires_ms > now
+            )
+            return AssignableProxies(proxies, complete=len(page) <= n)
 
     def issue_snapshot(
         self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]

@@ -37,6 +37,7 @@ from activity.redis._scripts import POOL_LIBRARY
 from activity.redis._workers import WorkerCalls
 from activity.redis_transport import bounded_client
 from activity.types import (
+    AssignableProxies,
     Assignment,
     CallQuota,
     DrainStatus,
@@ -256,6 +257,11 @@ class RedisPool:
 
     def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
         return self._workers.worker_assignments(worker_id, limit)
+
+    def assignable(
+        self, upstream_id: str, limit: int, min_remaining: timedelta
+    ) -> AssignableProxies:
+        return self._workers.assignable(upstream_id, limit, min_remaining, self._now())
 
     def issue_snapshot(
         self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]

@@ -1,8 +1,8 @@
 """RedisPool's worker-runtime family: sessions, snapshots and drain tickets, runtime reports.
 
 The pool delegates these ports here (activity/redis/__init__.py); the Lua is open_session.lua,
-worker_assignments.lua, issue_snapshot.lua, acknowledge_snapshot.lua, drain_tickets.lua,
-write_report.lua and read_runtime.lua with lua/lib/sessions_slots.lua.
+worker_assignments.lua, assignable.lua, issue_snapshot.lua, acknowledge_snapshot.lua,
+drain_tickets.lua, write_report.lua and read_runtime.lua with lua/lib/sessions_slots.lua.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from collections.abc import Collection
 from datetime import timedelta
 
 from activity import _validation as v
-from activity._time import span_ms
+from activity._time import from_ms, span_ms
 from activity.lua_functions import Scripts
 from activity.redis._codec import as_list, assignment, drain_ticket, runtime_view, session
 from activity.types import (
+    AssignableProxies,
+    AssignableProxy,
     DrainTicket,
     PoolOptions,
     ReportResult,
@@ -53,6 +55,19 @@ class WorkerCalls:
         reply = self._scripts.call("worker_assignments", worker_id, n)
         items = tuple(assignment(a) for a in as_list(reply["assignments"]))
         return WorkerAssignments(int(reply["epoch"]), items, bool(reply["complete"]))
+
+    def assignable(
+        self, upstream_id: str, limit: int, min_remaining: timedelta, now_ms: int
+    ) -> AssignableProxies:
+        v.token(upstream_id, "upstream_id")
+        n = v.count(limit, "limit", low=1, high=self.options.scan_budget)
+        remaining = v.duration_ms(min_remaining, "min_remaining")
+        reply = self._scripts.call("assignable", now_ms, upstream_id, n, remaining)
+        proxies = tuple(
+            AssignableProxy(str(p["id"]), int(p["m"]), from_ms(int(p["uu"])))
+            for p in as_list(reply["proxies"])
+        )
+        return AssignableProxies(proxies, complete=bool(reply["complete"]))
 
     def issue_snapshot(
         self, worker_id: str, session_id: str, ref: SnapshotRef, proxy_ids: Collection[str]

@@ -211,6 +211,14 @@ class Differential(RuleBasedStateMachine):
         self.sessions[worker] = session
         self.sequences[worker] = 0
 
+    @rule(
+        upstream=st.sampled_from(UPSTREAMS),
+        limit=st.integers(1, 4),
+        min_remaining=st.sampled_from([0, 20, 60]),
+    )
+    def assignable(self, upstream, limit, min_remaining) -> None:
+        self.both(lambda p: p.assignable(upstream, limit, min_remaining * SEC))
+
     @rule(worker=st.sampled_from(WORKERS), ack=st.booleans())
     def snapshot(self, worker, ack) -> None:
         view = self.both(lambda p: p.worker_assignments(worker, 10))
