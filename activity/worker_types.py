@@ -60,16 +60,6 @@ class WorkerSession:
 
 
 @dataclass(frozen=True, slots=True)
-class WorkerAssignments:
-    """What a snapshot for one worker is built from, read atomically."""
-
-    epoch: int
-    assignments: tuple[Assignment, ...]
-    #: False when the worker holds more than the limit asked for.
-    complete: bool
-
-
-@dataclass(frozen=True, slots=True)
 class AssignableProxy:
     """A proxy the ownership manager may assign: AVAILABLE, held by no one, long-lived enough."""
 

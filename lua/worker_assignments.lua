@@ -2,14 +2,17 @@
 -- the epoch it belongs to.
 -- KEYS[1] <prefix>:{activity}:meta
 -- ARGV[1] worker ID  ARGV[2] limit
--- Returns: {"ok": {epoch, assignments: [{id, w, e, l, d}], complete}}
+-- Returns: {"ok": {epoch, assignments: [{id, w, e, l, d}], held: [{id, s, j}], complete}}
+--          (held: each assignment's proxy, its hot state and its static JSON as stored)
 -- Errors: layout_mismatch
 assert(#KEYS == 1 and #ARGV == 2, 'worker_assignments: arity')
 local w, limit = ARGV[1], tonum(ARGV[2])
 local key = worker_owned_key(w)
-local items = {}
+local items, held = {}, {}
 for _, pid in ipairs(zread('ZRANGE', key, 0, limit - 1)) do
   items[#items + 1] = owner_view(pid, get_owner(pid))
+  local rec = get_rec(pid)
+  if rec then held[#held + 1] = {id = pid, s = rec.s, j = hget(R, pid)} end
 end
 return ok({epoch = tonumber(redis.call('GET', EPOCH) or '0'), assignments = items,
-           complete = zread('ZCARD', key) <= limit})
+           held = held, complete = zread('ZCARD', key) <= limit})

@@ -163,6 +163,38 @@ class TestOwnership:
         assert not h.pool.worker_assignments("w1", 1).complete
         assert view.epoch == a1.epoch + 3  # two assigns after p1, then the drain
 
+    def test_worker_assignments_describe_each_held_proxy(self, make_pool: PoolFactory):
+        """Worker 运行态: what a snapshot is built from and the manager judges, in one read:
+        each held proxy whole, its health and its capacity; a drained one is no longer held."""
+        h = make_pool()
+        h.stock("p1", region="DE", carrier="vodafone", max_concurrency=7, ttl=5 * MIN)
+        h.stock("p2", protocol="socks5", max_concurrency=3)
+        h.stock("p3")
+        a1 = h.pool.assign(h.now, "p1", "w1", MIN)
+        h.pool.assign(h.now, "p2", "w1", MIN)
+        h.pool.assign(h.now, "p3", "w2", MIN)
+        h.mark(["p2"], ProxyState.SUSPECT)
+        view = h.pool.worker_assignments("w1", 10)
+        assert set(view.held) == {"p1", "p2"}
+        p1, p2 = view.held["p1"], view.held["p2"]
+        listed = h.proxy("p1", region="DE", carrier="vodafone", max_concurrency=7, ttl=5 * MIN)
+        assert (p1.proxy.host, p1.proxy.port, p1.proxy.protocol) == (
+            listed.host,
+            listed.port,
+            "http",
+        )
+        assert (p1.proxy.upstream_id, p1.proxy.region, p1.proxy.carrier) == ("u1", "DE", "vodafone")
+        assert p1.proxy.usable_until <= h.now + 5 * MIN
+        assert (p1.state, p1.max_concurrency) == (ProxyState.AVAILABLE, 7)
+        assert (p2.state, p2.max_concurrency, p2.proxy.protocol) == (
+            ProxyState.SUSPECT,
+            3,
+            "socks5",
+        )
+        h.pool.begin_drain("p1", "w1", a1.epoch)
+        assert set(h.pool.worker_assignments("w1", 10).held) == {"p2"}
+        assert set(h.pool.worker_assignments("w1", 1).held) <= {"p2"}
+
     def test_acknowledge_drain_waits_for_zero_counts(self, make_pool: PoolFactory):
         """Worker 所有权: AcknowledgeDrain releases only at active = reserved = 0."""
         h = make_pool()

@@ -73,7 +73,7 @@ class Extracts:
                 with s.tracking(rec, keep_checks=True):  # its checks entry goes later
                     rec.state = ProxyState.EXTRACTED
                     rec.extracted_by = prepared.client_id
-                proxies.append(_extracted(rec))
+                proxies.append(extracted_view(rec))
             result = ExtractResult(tuple(proxies), prepared.count, generation=s.pool_generation)
             if quota is not None and proxies:
                 self._take_quota(prepared.client_id, quota, "proxies", now, len(proxies))
@@ -196,7 +196,7 @@ def _quota_counter(
     return (client, limit, units, window), units, window
 
 
-def _extracted(rec: Record) -> ExtractedProxy:
+def extracted_view(rec: Record) -> ExtractedProxy:
     return ExtractedProxy(
         proxy_id=rec.proxy_id,
         upstream_id=rec.upstream_id,

@@ -24,11 +24,13 @@ from activity.errors import (
 )
 from activity.memory._records import Runtime, Session
 from activity.memory._state import PoolState
+from activity.memory.extract import extracted_view
 from activity.memory.ownership import lease_ms, release_drained
 from activity.types import (
     AssignableProxies,
     AssignableProxy,
     DrainTicket,
+    HeldProxy,
     ReportResult,
     RuntimeReport,
     RuntimeView,
@@ -88,7 +90,12 @@ class WorkerSessions:
             check_deadline()
             owned = s.worker_owned.get(worker_id) or ZSet()
             items = tuple(s.owners[pid].view(pid) for pid, _ in owned.first(n))
-            return WorkerAssignments(s.epoch, items, complete=len(owned) <= n)
+            held = {
+                a.proxy_id: HeldProxy(extracted_view(rec), rec.state, rec.max_concurrency)
+                for a in items
+                if (rec := s.records.get(a.proxy_id)) is not None
+            }
+            return WorkerAssignments(s.epoch, items, complete=len(owned) <= n, held=held)
 
     def assignable(
         self, upstream_id: str, limit: int, min_remaining: timedelta

@@ -303,15 +303,7 @@ class RedisPool:
 
     # ------------------------------------------------------------------ SlotsReader
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:
-        v.token(upstream_id, "upstream_id")
-        reply = self._scripts.call(
-            "upstream_inventory", self._now(), upstream_id, self.options.scan_budget
-        )
-        return UpstreamInventory(
-            int(reply["managed"]),
-            int(reply["available_slots"]),
-            extractable=int(reply["extractable"]),
-        )
+        return self._workers.upstream_inventory(upstream_id, self._now())
 
     # ------------------------------------------------------------------ Maintenance
     def sweep(self, limit: int) -> SweepResult:

@@ -17,6 +17,7 @@ from activity.types import (
     DueCheck,
     ExpiredTally,
     ExtractedProxy,
+    HeldProxy,
     ProxyState,
     RuntimeEntry,
     RuntimeView,
@@ -112,6 +113,12 @@ def extracted(p: list[Any]) -> ExtractedProxy:
         labels={str(k): str(val) for k, val in p[_AT["lb"]]},
         fetched_at=from_ms(int(p[_AT["f"]])),
     )
+
+
+def held_proxy(state: str, static_json: str) -> HeldProxy:
+    """worker_assignments.lua's view of a held proxy: its hot state and its static JSON."""
+    p = orjson.loads(static_json)
+    return HeldProxy(extracted(p), ProxyState(state), int(p[_AT["m"]]))
 
 
 def proxy_summary(

@@ -1,8 +1,9 @@
-"""RedisPool's worker-runtime family: sessions, snapshots and drain tickets, runtime reports.
+"""RedisPool's worker-runtime family: sessions, snapshots and drain tickets, runtime reports, slots.
 
 The pool delegates these ports here (activity/redis/__init__.py); the Lua is open_session.lua,
 worker_assignments.lua, assignable.lua, issue_snapshot.lua, acknowledge_snapshot.lua,
-drain_tickets.lua, write_report.lua and read_runtime.lua with lua/lib/sessions_slots.lua.
+drain_tickets.lua, write_report.lua, read_runtime.lua and upstream_inventory.lua with
+lua/lib/sessions_slots.lua.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ from datetime import timedelta
 from activity import _validation as v
 from activity._time import from_ms, span_ms
 from activity.lua_functions import Scripts
-from activity.redis._codec import as_list, assignment, drain_ticket, runtime_view, session
+from activity.redis._codec import (
+    as_list,
+    assignment,
+    drain_ticket,
+    held_proxy,
+    runtime_view,
+    session,
+)
 from activity.types import (
     AssignableProxies,
     AssignableProxy,
@@ -23,6 +31,7 @@ from activity.types import (
     RuntimeReport,
     RuntimeView,
     SnapshotRef,
+    UpstreamInventory,
     WorkerAssignments,
     WorkerSession,
 )
@@ -54,7 +63,8 @@ class WorkerCalls:
         n = v.count(limit, "limit", low=1, high=self.options.max_report_entries)
         reply = self._scripts.call("worker_assignments", worker_id, n)
         items = tuple(assignment(a) for a in as_list(reply["assignments"]))
-        return WorkerAssignments(int(reply["epoch"]), items, bool(reply["complete"]))
+        held = {str(h["id"]): held_proxy(h["s"], h["j"]) for h in as_list(reply["held"])}
+        return WorkerAssignments(int(reply["epoch"]), items, bool(reply["complete"]), held)
 
     def assignable(
         self, upstream_id: str, limit: int, min_remaining: timedelta, now_ms: int
@@ -124,3 +134,15 @@ class WorkerCalls:
         v.text(worker_id, "worker_id", self.options)
         reply = self._scripts.call("read_runtime", worker_id)
         return None if reply is None else runtime_view(worker_id, reply)
+
+    # ------------------------------------------------------------------ SlotsReader
+    def upstream_inventory(self, upstream_id: str, now_ms: int) -> UpstreamInventory:
+        v.token(upstream_id, "upstream_id")
+        reply = self._scripts.call(
+            "upstream_inventory", now_ms, upstream_id, self.options.scan_budget
+        )
+        return UpstreamInventory(
+            int(reply["managed"]),
+            int(reply["available_slots"]),
+            extractable=int(reply["extractable"]),
+        )
