@@ -1,0 +1,124 @@
+"""The documents the control plane and a gateway worker exchange, as Python values.
+
+Times are timezone-aware datetimes; on the wire they are integer milliseconds since the epoch
+(UTC), so an encoded time loses what is below the millisecond (floored, as the pool does).
+Sequences keep their order (it is part of the content and of the checksum); the allowed-value
+sets of a client are sets, written sorted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from gateway_runtime.wire.limits import WIRE_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A proxy's login, sent once per reference however many proxies share it."""
+
+    #: An opaque name the control plane chooses for this snapshot, never a raw SecretRef.
+    ref: str
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotProxy:
+    proxy_id: str
+    host: str
+    port: int
+    protocol: str
+    region: str | None
+    carrier: str | None
+    upstream: str
+    labels: Mapping[str, str]
+    #: The proxy's capacity ``max``: connections the worker may hold through it at once.
+    max_concurrency: int
+    lease_expires_at: datetime
+    usable_until: datetime
+    credential_ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayClient:
+    """An API client allowed to use the gateway, and what it may do there."""
+
+    name: str
+    #: ``make_verifier(api_key, salt)``: the worker checks a presented key against it.
+    verifier: str = field(repr=False)
+    #: Connections the client may hold open through one worker at once.
+    max_connections: int
+    requests_per_second: int
+    #: Empty: any.
+    allowed_upstreams: frozenset[str] = frozenset()
+    allowed_regions: frozenset[str] = frozenset()
+    allowed_protocols: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One worker's complete view: the proxies it holds and the clients it serves."""
+
+    #: Strictly increasing per worker.
+    version: int
+    #: The global ownership epoch the snapshot was built at.
+    epoch: int
+    issued_at: datetime
+    #: Past this age without a newer snapshot the worker stops taking new traffic (whole
+    #: seconds on the wire).
+    max_staleness: timedelta
+    proxies: tuple[SnapshotProxy, ...] = ()
+    credentials: tuple[Credential, ...] = ()
+    clients: tuple[GatewayClient, ...] = ()
+    #: SHA-256 (hex) of the canonical encoding without this field; None until sealed.
+    checksum: str | None = None
+    wire: int = WIRE_VERSION
+
+    def ack(self) -> SnapshotAck:
+        """The ACK of this snapshot (it must be sealed: decoded, or from ``seal_snapshot``)."""
+        if self.checksum is None:
+            raise ValueError("an unsealed snapshot has no checksum to acknowledge")
+        return SnapshotAck(version=self.version, epoch=self.epoch, checksum=self.checksum)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotAck:
+    version: int
+    epoch: int
+    checksum: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReportEntry:
+    """A proxy's counts; a proxy the report leaves out counts zero (the report is sparse)."""
+
+    proxy_id: str
+    #: The assignment epoch the worker holds the proxy under.
+    epoch: int
+    active: int
+    reserved: int
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTraffic:
+    """What the worker carried through one upstream's proxies since its previous report."""
+
+    upstream: str
+    requests: int
+    bytes_up: int
+    bytes_down: int
+    errors: int
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeReportBody:
+    #: Strictly increasing per session; the same sequence with the same body is a replay.
+    report_sequence: int
+    #: The snapshot the worker ACKed and serves from.
+    snapshot_version: int
+    epoch: int
+    entries: tuple[ReportEntry, ...] = ()
+    traffic: tuple[UpstreamTraffic, ...] = ()
