@@ -16,14 +16,13 @@ from typing import Any, TypeVar
 from gateway_runtime.wire import limits
 from gateway_runtime.wire.errors import (
     WireBoundError,
-    WireError,
     WireFormatError,
     WireVersionError,
 )
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
-_TOKEN = re.compile(limits.NAME_PATTERN)
+_NAME = re.compile(limits.NAME_PATTERN)
 _NO_SPACE = re.compile(r"\S+")
 _CHECKSUM = re.compile(r"[0-9a-f]{64}")
 #: A field name short and plain enough to repeat in a message (an unknown one may be anything).
@@ -62,8 +61,8 @@ def load(data: object, max_bytes: int, document: str) -> Tree:
             parse_float=_not_an_integer,
             parse_constant=_not_an_integer,
         )
-    except WireError:
-        raise
+    except _RepeatedField:
+        raise WireFormatError(document, "repeats a field name in an object") from None
     except (ValueError, RecursionError):  # not UTF-8, not JSON, a 5,000-digit integer, nesting
         raise WireFormatError(document, "is not UTF-8 JSON") from None
     if not isinstance(tree, dict):
@@ -82,10 +81,14 @@ def wire_version(value: object) -> int:
     return value
 
 
+class _RepeatedField(ValueError):
+    pass
+
+
 def _object_without_repeats(pairs: list[tuple[str, Any]]) -> Tree:
     tree = dict(pairs)
     if len(tree) != len(pairs):
-        raise WireFormatError("document", "repeats a field name in an object")
+        raise _RepeatedField
     return tree
 
 
@@ -202,8 +205,10 @@ def optional_label(value: object, path: str) -> str | None:
 
 def token(value: object, path: str) -> str:
     """An upstream ID or client name: a token of the pool's key names."""
-    if not isinstance(value, str) or _TOKEN.fullmatch(value) is None:
-        raise WireFormatError(path, "must be 1-64 characters of [A-Za-z0-9._:@+-]")
+    if isinstance(value, str) and len(value) > limits.MAX_NAME:
+        raise WireBoundError(path, f"is longer than {limits.MAX_NAME} characters")
+    if not isinstance(value, str) or _NAME.fullmatch(value) is None:
+        raise WireFormatError(path, f"must be 1-{limits.MAX_NAME} characters of [A-Za-z0-9._:@+-]")
     return value
 
 

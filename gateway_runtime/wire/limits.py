@@ -38,7 +38,8 @@ MAX_LABELS = 32
 #: Values per allowed-upstreams, -regions or -protocols list (``activity.types.MAX_FILTER_VALUES``).
 MAX_ALLOWED = 64
 #: Upstream IDs and client names are tokens of the pool's key names (``activity._checks``).
-NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._:@+-]{0,63}"
+MAX_NAME = 64
+NAME_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._:@+-]{{0,{MAX_NAME - 1}}}"
 
 #: Largest version, epoch, sequence or counter: what Redis's Lua JSON keeps exactly.
 MAX_COUNTER = 10**14 - 1
