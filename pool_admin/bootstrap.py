@@ -52,7 +52,7 @@ from activity.scheduler.redis import RedisScheduler
 
 if TYPE_CHECKING:  # built on first use: these import Django's models and the handles
     from activity.log_batches import LogBatches
-    from pool_admin.api.auth import KeyCache
+    from pool_admin.api.auth import KeyCache, Principal
     from pool_admin.metrics.stream import EventStream
 
 #: Bounds every call of the scheduler on a Redis that stopped answering.
@@ -128,7 +128,7 @@ def _handover() -> FetchCredentials:
     return FetchCredentials(CredentialStore())
 
 
-def _key_cache() -> KeyCache:
+def _key_cache() -> KeyCache[Principal]:
     from pool_admin.api.auth import KeyCache
 
     return KeyCache()
@@ -179,7 +179,7 @@ def fetch_credentials() -> FetchCredentials:
     return _handles.credentials.get()
 
 
-def api_key_cache() -> KeyCache:
+def api_key_cache() -> KeyCache[Principal]:
     """The process's cache of verified API keys (pool_admin/api/auth.py)."""
     return _handles.keys.get()
 

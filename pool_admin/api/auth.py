@@ -4,7 +4,8 @@ A verified key's client (with its limits and allowed upstream names) is cached f
 ``CACHE_TTL`` in a bounded cache keyed by the SHA-256 of the key, never the key itself. So an
 extract keeps working for a recently seen key while PostgreSQL is down, and a revoked key, a
 disabled client or a changed limit takes effect within ``CACHE_TTL``. Failed verifications are
-not cached (a key issued a second ago works at once).
+not cached (a key issued a second ago works at once). The cache and the check serve the
+gateway workers' tokens too (gateway_auth.py), each kind in a cache of its own.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Generic, TypeVar
 
 from cachetools import TTLCache
 from django.db import DatabaseError
@@ -26,6 +29,7 @@ from rest_framework.request import Request
 
 from pool_admin import bootstrap
 from pool_admin.config.models import ApiClient, ApiKey
+from pool_admin.config.models.bearer import BearerSecret
 
 logger = logging.getLogger(__name__)
 
@@ -62,22 +66,25 @@ def _monotonic() -> float:
     return time.monotonic()
 
 
-class KeyCache:
-    """Verified keys' principals for ``CACHE_TTL``, at most ``CACHE_SIZE``, by the key's
-    fingerprint (the SHA-256 of the key, never the key). One per process, shared by every
-    request thread (built by pool_admin/bootstrap.py)."""
+P = TypeVar("P")
+
+
+class KeyCache(Generic[P]):
+    """Verified secrets' principals for ``CACHE_TTL``, at most ``CACHE_SIZE``, by the secret's
+    fingerprint (its SHA-256, never the secret). One per kind (API keys, worker tokens) and
+    process, shared by every request thread (built by pool_admin/bootstrap.py)."""
 
     def __init__(self) -> None:
-        self._cache: TTLCache[str, Principal] = TTLCache(
+        self._cache: TTLCache[str, P] = TTLCache(
             maxsize=CACHE_SIZE, ttl=CACHE_TTL.total_seconds(), timer=lambda: _monotonic()
         )
         self._lock = threading.Lock()
 
-    def get(self, fingerprint: str) -> Principal | None:
+    def get(self, fingerprint: str) -> P | None:
         with self._lock:
             return self._cache.get(fingerprint)
 
-    def put(self, fingerprint: str, principal: Principal) -> None:
+    def put(self, fingerprint: str, principal: P) -> None:
         with self._lock:
             self._cache[fingerprint] = principal
 
@@ -118,23 +125,40 @@ def cached_principal(plaintext: str) -> Principal | None:
 
 def authenticate_key(plaintext: str) -> Principal | None:
     """The principal of a usable key, from the cache or PostgreSQL; None for a bad key."""
-    cached = cached_principal(plaintext)
+    return authenticate_secret(plaintext, bootstrap.api_key_cache(), _verify_key, "API key")
+
+
+def _verify_key(plaintext: str) -> tuple[ApiKey, Principal] | None:
+    key = ApiKey.objects.verify(plaintext)
+    return None if key is None else (key, _principal(key))
+
+
+def authenticate_secret(
+    plaintext: str,
+    cache: KeyCache[P],
+    verify: Callable[[str], tuple[BearerSecret, P] | None],
+    kind: str,
+) -> P | None:
+    """The principal of a usable secret of one kind: from ``cache`` when verified less than
+    ``CACHE_TTL`` ago, else ``verify``'s (PostgreSQL), then cached; None for a bad secret.
+    PostgreSQL unreachable for a secret not in the cache: :class:`ConfigUnavailable`."""
+    fingerprint = _fingerprint(plaintext)
+    cached = cache.get(fingerprint)
     if cached is not None:
         return cached
-    fingerprint = _fingerprint(plaintext)
     try:
-        key = ApiKey.objects.verify(plaintext)
-        if key is None:
-            return None
-        principal = _principal(key)
+        verified = verify(plaintext)
     except DatabaseError:
-        logger.warning("API key check failed: configuration database unavailable")
+        logger.warning("%s check failed: configuration database unavailable", kind)
         raise ConfigUnavailable() from None
+    if verified is None:
+        return None
+    secret, principal = verified
     try:
-        key.touch()  # last-used time: best effort, at most one UPDATE a minute per key
+        secret.touch()  # last-used time: best effort, at most one UPDATE a minute per secret
     except DatabaseError:
-        logger.warning("could not record use of API key %s", key)
-    bootstrap.api_key_cache().put(fingerprint, principal)
+        logger.warning("could not record use of %s %s", kind, secret)
+    cache.put(fingerprint, principal)
     return principal
 
 
@@ -146,20 +170,21 @@ class ConfigUnavailable(exceptions.APIException):
     default_code = "store_unavailable"
 
 
-def bearer_key(header: bytes) -> str | None:
-    """The API key of an ``Authorization`` header's value; None when there is no header.
+def bearer_key(header: bytes, kind: str = "API key") -> str | None:
+    """The secret (an API key unless told) of an ``Authorization`` header's value; None when
+    there is no header.
 
-    Raises ``AuthenticationFailed`` for anything but ``Bearer <key>`` with an ASCII key.
+    Raises ``AuthenticationFailed`` for anything but ``Bearer <secret>`` with an ASCII secret.
     """
     words = header.split()
     if not words:
         return None
     if words[0].lower() != b"bearer" or len(words) != 2:
-        raise exceptions.AuthenticationFailed("Use 'Authorization: Bearer <api key>'.")
+        raise exceptions.AuthenticationFailed(f"Use 'Authorization: Bearer <{kind.lower()}>'.")
     try:
         return words[1].decode("ascii")
     except UnicodeDecodeError:
-        raise exceptions.AuthenticationFailed("Invalid API key.") from None
+        raise exceptions.AuthenticationFailed(f"Invalid {kind}.") from None
 
 
 class ApiKeyAuthentication(BaseAuthentication):

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import re
-import secrets
-from datetime import timedelta
-from typing import Any
 
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, models, transaction
+from django.db import models
 from django.db.models import Q
-from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from activity.labels import MAX_LABEL, is_kept_label, label_key
@@ -26,6 +20,7 @@ from pool_admin.config.models.base import (
     label_field,
     seconds,
 )
+from pool_admin.config.models.bearer import BearerSecret, BearerSecretManager, secret_hash
 from pool_admin.config.models.upstreams import Upstream
 
 #: Bounds of a client's limits (``create_client`` checks the same): the calls a quota may count,
@@ -135,35 +130,10 @@ def _distinct(regions: list[str]) -> list[str]:
     return kept
 
 
-class ApiKeyQuerySet(models.QuerySet["ApiKey"]):
-    def active(self) -> ApiKeyQuerySet:
-        return self.filter(revoked_at__isnull=True)
-
-
-class ApiKeyManager(models.Manager["ApiKey"]):
-    def get_queryset(self) -> ApiKeyQuerySet:
-        return ApiKeyQuerySet(self.model, using=self._db)
-
-    def active(self) -> ApiKeyQuerySet:
-        return self.get_queryset().active()
-
+class ApiKeyManager(BearerSecretManager["ApiKey"]):
     def issue(self, client: ApiClient, name: str = "") -> tuple[ApiKey, str]:
         """Create a key for ``client``; return it and its plaintext, which is never stored."""
-        for _attempt in range(5):
-            prefix = secrets.token_hex(ApiKey.PREFIX_BYTES)
-            plaintext = f"{ApiKey.SCHEME}_{prefix}_{secrets.token_urlsafe(32)}"
-            key = self.model(client=client, name=name, prefix=prefix, key_hash=_hash(plaintext))
-            try:
-                with transaction.atomic():
-                    key.save()
-            except ValidationError as exc:
-                if "prefix" not in exc.error_dict:  # anything but a (rare) prefix collision
-                    raise
-                continue
-            except IntegrityError:  # a concurrent issue took the same prefix
-                continue
-            return key, plaintext
-        raise RuntimeError("could not find a free API key prefix")
+        return self._issue(client=client, name=name)
 
     def adopt(self, client: ApiClient, plaintext: str, name: str = "") -> ApiKey:
         """A key with a plaintext chosen outside (``DEMO_API_KEY``, for scripted checks): in
@@ -173,52 +143,26 @@ class ApiKeyManager(models.Manager["ApiKey"]):
         existing = self.get_queryset().filter(prefix=prefix).first()
         if existing is not None:
             if existing.client_id != client.pk or not hmac.compare_digest(
-                existing.key_hash, _hash(plaintext)
+                existing.key_hash, secret_hash(plaintext)
             ):
                 raise ValueError("another key has this key's prefix")
             return existing
-        key = self.model(client=client, name=name, prefix=prefix, key_hash=_hash(plaintext))
+        key = self.model(client=client, name=name, prefix=prefix, key_hash=secret_hash(plaintext))
         key.save()
         return key
 
     def verify(self, plaintext: str) -> ApiKey | None:
         """The usable key ``plaintext`` belongs to (not revoked, client enabled), else None."""
-        prefix = ApiKey.prefix_of(plaintext)
-        if prefix is None:
-            return None
-        key = (
-            self.get_queryset()
-            .active()
-            .filter(prefix=prefix, client__enabled=True)
-            .select_related("client")
-            .first()
-        )
-        if key is None or not hmac.compare_digest(key.key_hash, _hash(plaintext)):
-            return None
-        return key
+        return self._verify(plaintext, Q(client__enabled=True), "client")
 
 
-def _hash(plaintext: str) -> str:
-    # SHA-256, not a password hasher (PBKDF2/argon2): the key is 256 random bits, so stretching
-    # adds nothing against brute force, while it would cost ~100 ms of CPU on every API request
-    # and cap the extract API far below its throughput target.
-    return hashlib.sha256(plaintext.encode("utf-8")).hexdigest()
-
-
-class ApiKey(models.Model):
-    """One API key of a client. Only a hash is stored; the prefix identifies it in lists."""
+class ApiKey(BearerSecret):
+    """One API key of a client (pool_admin/config/models/bearer.py: hashed, revocable)."""
 
     SCHEME = "pp"
-    PREFIX_BYTES = 6  # 12 hex characters: collisions are rare, and retried in issue()
-    TOUCH_EVERY = timedelta(minutes=1)
+    KIND = "API key"
 
     client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="keys")
-    name = models.CharField(max_length=100, blank=True, help_text="Optional note, e.g. 'prod'.")
-    prefix = models.CharField(max_length=2 * PREFIX_BYTES, unique=True, editable=False)
-    key_hash = models.CharField(max_length=64, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
-    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     history = HistoricalRecords(excluded_fields=["key_hash", "last_used_at"])
     objects = ApiKeyManager()
@@ -226,48 +170,3 @@ class ApiKey(models.Model):
     class Meta:
         ordering = ["client__name", "-created_at"]
         verbose_name = "API key"
-
-    def __str__(self) -> str:
-        return f"{self.SCHEME}_{self.prefix}…"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self.full_clean()
-        super().save(*args, **kwargs)
-
-    @classmethod
-    def prefix_of(cls, plaintext: str) -> str | None:
-        scheme, sep, rest = plaintext.partition("_")
-        prefix, sep2, secret = rest.partition("_")
-        size = 2 * cls.PREFIX_BYTES
-        if scheme != cls.SCHEME or not sep or not sep2 or len(prefix) != size or not secret:
-            return None
-        return prefix
-
-    @classmethod
-    def adoptable_prefix(cls, plaintext: str) -> str:
-        """The prefix of a key chosen outside, in the project's format with at least 32 random
-        characters; ValueError otherwise."""
-        prefix = cls.prefix_of(plaintext)
-        secret = plaintext.split("_", 2)[-1]  # what follows the prefix (it may hold "_")
-        if prefix is None or not re.fullmatch(r"[0-9a-f]+", prefix) or len(secret) < 32:
-            raise ValueError(
-                f"not an API key of this project (pp_<{2 * cls.PREFIX_BYTES} hex>_<32 or more "
-                "random characters>)"
-            )
-        return prefix
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
-
-    def revoke(self) -> None:
-        if self.revoked_at is None:
-            self.revoked_at = timezone.now()
-            self.save(update_fields=["revoked_at"])
-
-    def touch(self) -> None:
-        """Record use, at most once a minute per key (one UPDATE, skipped when recent)."""
-        now = timezone.now()
-        stale = Q(last_used_at__isnull=True) | Q(last_used_at__lt=now - self.TOUCH_EVERY)
-        if ApiKey.objects.filter(Q(pk=self.pk) & stale).update(last_used_at=now):
-            self.last_used_at = now

@@ -82,7 +82,7 @@ def test_prefix_collision_is_retried(api_client, monkeypatch):
     first, _ = ApiKey.objects.issue(api_client)
     prefixes = iter([first.prefix, "0123456789ab"])
     monkeypatch.setattr(
-        "pool_admin.config.models.clients.secrets.token_hex", lambda n: next(prefixes)
+        "pool_admin.config.models.bearer.secrets.token_hex", lambda n: next(prefixes)
     )
     second, plaintext = ApiKey.objects.issue(api_client)
     assert second.prefix == "0123456789ab"
