@@ -9,6 +9,8 @@ The handles, each built from settings on first use:
 * the fetch scheduler (``get_scheduler``: ``RedisScheduler`` on the pool's Redis and prefix);
 * the usage event stream (``event_stream``: the producers' queue, pool_admin/metrics/stream.py);
 * the API-key cache (``api_key_cache``: verified keys' principals, pool_admin/api/auth.py);
+* the worker-token cache (``worker_token_cache``: verified gateway worker tokens' principals,
+  pool_admin/api/gateway_auth.py);
 * the API's call log (``call_log``: its lines written in batches, pool_admin/api/call_log.py).
 
 Callers hold the narrow accessor and type against the ports (``ActivityPool``,
@@ -18,14 +20,14 @@ for everyone.
 
 Once per process, also after a fork: the Celery workers and the web server's workers are forked
 from a parent that may have built handles already. A forked child forgets the pool, the
-scheduler, the handover and the key cache and builds its own on first use, so it never shares a
+scheduler, the handover and the key caches and builds its own on first use, so it never shares a
 connection with its parent or waits on a lock another thread of the parent held at the fork
 (redis-py would also refuse a parent's connection in the child, by its PID; this does not rely
 on it). The event stream and the call log empty themselves in the child (their own fork hook):
 what was queued is the parent's to send.
 
 ``reset()`` is the one way to forget them: the pool's and the scheduler's connections are
-closed, the queues written out, the key cache emptied; the next use builds from settings again.
+closed, the queues written out, the key caches emptied; the next use builds from settings again.
 ``point_at(redis_url, prefix, clock)`` is the one way to build the pool and the scheduler
 elsewhere (tests: a Redis of their own, a prefix no other test uses, a clock they move).
 """
@@ -53,6 +55,7 @@ from activity.scheduler.redis import RedisScheduler
 if TYPE_CHECKING:  # built on first use: these import Django's models and the handles
     from activity.log_batches import LogBatches
     from pool_admin.api.auth import KeyCache, Principal
+    from pool_admin.api.gateway_auth import WorkerPrincipal
     from pool_admin.metrics.stream import EventStream
 
 #: Bounds every call of the scheduler on a Redis that stopped answering.
@@ -98,6 +101,7 @@ class _Handles:
         self.scheduler = _Lazy(self._scheduler)
         self.credentials = _Lazy(_handover)
         self.keys = _Lazy(_key_cache)
+        self.worker_tokens = _Lazy(_token_cache)
 
     def _pool(self) -> RedisPool:
         where = target()
@@ -129,6 +133,12 @@ def _handover() -> FetchCredentials:
 
 
 def _key_cache() -> KeyCache[Principal]:
+    from pool_admin.api.auth import KeyCache
+
+    return KeyCache()
+
+
+def _token_cache() -> KeyCache[WorkerPrincipal]:
     from pool_admin.api.auth import KeyCache
 
     return KeyCache()
@@ -184,6 +194,11 @@ def api_key_cache() -> KeyCache[Principal]:
     return _handles.keys.get()
 
 
+def worker_token_cache() -> KeyCache[WorkerPrincipal]:
+    """The process's cache of verified gateway worker tokens (pool_admin/api/gateway_auth.py)."""
+    return _handles.worker_tokens.get()
+
+
 def event_stream() -> EventStream:
     """The process's queue of usage events and the thread that sends them to the stream."""
     return _events.get()
@@ -196,7 +211,7 @@ def call_log() -> LogBatches:
 
 def reset() -> None:
     """Forget every handle: connections closed, queued events and log lines written, the key
-    cache emptied; the next use builds from settings (``point_at``'s target is forgotten)."""
+    caches emptied; the next use builds from settings (``point_at``'s target is forgotten)."""
     _reset(None, None)
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from cachetools import TTLCache
 from django.db import DatabaseError
@@ -34,6 +34,9 @@ from pool_admin.config.models.bearer import BearerSecret
 logger = logging.getLogger(__name__)
 
 CACHE_TTL = timedelta(seconds=30)
+#: The one realm of the whole API, as problems.py's 401 rows send it (not imported from there:
+#: DRF imports this module while rest_framework.views, which problems.py needs, is loading).
+CHALLENGE = 'Bearer realm="api"'
 CACHE_SIZE = 10_000
 
 
@@ -187,18 +190,33 @@ def bearer_key(header: bytes, kind: str = "API key") -> str | None:
         raise exceptions.AuthenticationFailed(f"Invalid {kind}.") from None
 
 
-class ApiKeyAuthentication(BaseAuthentication):
-    def authenticate(self, request: Request) -> tuple[Principal, None] | None:
-        plaintext = bearer_key(get_authorization_header(request))
+class BearerAuthentication(BaseAuthentication, Generic[P]):
+    """``Authorization: Bearer <secret>`` of one kind (``kind``, checked by ``check``): no
+    header is no attempt (DRF: the next authenticator, or anonymous); a bad secret a 401."""
+
+    kind: ClassVar[str]
+
+    def check(self, plaintext: str) -> P | None:
+        raise NotImplementedError
+
+    def authenticate(self, request: Request) -> tuple[P, None] | None:
+        plaintext = bearer_key(get_authorization_header(request), self.kind)
         if plaintext is None:
             return None
-        principal = authenticate_key(plaintext)
+        principal = self.check(plaintext)
         if principal is None:
-            raise exceptions.AuthenticationFailed("Invalid, revoked or disabled API key.")
+            raise exceptions.AuthenticationFailed(f"Invalid, revoked or disabled {self.kind}.")
         return principal, None
 
     def authenticate_header(self, request: Request) -> str:
-        return 'Bearer realm="api"'
+        return CHALLENGE
+
+
+class ApiKeyAuthentication(BearerAuthentication[Principal]):
+    kind = ApiKey.KIND
+
+    def check(self, plaintext: str) -> Principal | None:
+        return authenticate_key(plaintext)
 
 
 class IsApiClient(BasePermission):

@@ -27,6 +27,8 @@ def test_each_handle_is_built_once_and_shared(redis_url, unique_prefix):
     assert bootstrap.get_scheduler() is bootstrap.get_scheduler()
     assert bootstrap.fetch_credentials() is bootstrap.fetch_credentials()
     assert bootstrap.api_key_cache() is bootstrap.api_key_cache()
+    assert bootstrap.worker_token_cache() is bootstrap.worker_token_cache()
+    assert bootstrap.worker_token_cache() is not bootstrap.api_key_cache()
     assert bootstrap.event_stream() is bootstrap.event_stream()
     assert bootstrap.call_log() is bootstrap.call_log()
 
@@ -48,6 +50,7 @@ def test_reset_forgets_every_handle_and_the_target(settings, redis_url, unique_p
     bootstrap.point_at(redis_url, unique_prefix)
     pool, scheduler = bootstrap.get_pool(), bootstrap.get_scheduler()
     keys, credentials = bootstrap.api_key_cache(), bootstrap.fetch_credentials()
+    tokens = bootstrap.worker_token_cache()
     stream.emit_event("expired", upstream="u1", used=0, unused=1)
     call_log.log_call({"event": "extract"})
 
@@ -56,6 +59,7 @@ def test_reset_forgets_every_handle_and_the_target(settings, redis_url, unique_p
     assert bootstrap.get_pool() is not pool
     assert bootstrap.get_scheduler() is not scheduler
     assert bootstrap.api_key_cache() is not keys
+    assert bootstrap.worker_token_cache() is not tokens
     assert bootstrap.fetch_credentials() is not credentials
     assert stream.queued_events() == 0  # written out, not left for the next test
     assert bootstrap.call_log()._lines == []
@@ -71,6 +75,7 @@ from pool_admin import bootstrap
 bootstrap.point_at(sys.argv[1], sys.argv[2])
 pool, scheduler = bootstrap.get_pool(), bootstrap.get_scheduler()
 keys, credentials = bootstrap.api_key_cache(), bootstrap.fetch_credentials()
+tokens = bootstrap.worker_token_cache()
 assert pool.inventory("u1") == 0  # a connection of the parent's, open and pooled
 
 # Another thread of the parent holds the root's lock when the process forks.
@@ -89,6 +94,7 @@ if child == 0:
         built = bootstrap.get_pool()
         own = (built is not pool, bootstrap.get_scheduler() is not scheduler,
                bootstrap.api_key_cache() is not keys,
+               bootstrap.worker_token_cache() is not tokens,
                bootstrap.fetch_credentials() is not credentials)
         answered = built.inventory("u1") == 0 and bootstrap.get_scheduler().forget("a", "u")
         os._exit(0 if all(own) and answered is not None else 1)

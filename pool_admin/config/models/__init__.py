@@ -22,7 +22,7 @@ from pool_admin.config.models.usage import (
     UsageRow,
     UsageTotal,
 )
-from pool_admin.config.models.workers import WorkerGroup
+from pool_admin.config.models.workers import GatewayWorker, WorkerGroup, WorkerToken
 
 __all__ = [
     "LABEL_HELP",
@@ -35,6 +35,7 @@ __all__ = [
     "ClientDraws",
     "ClientUsage",
     "Credential",
+    "GatewayWorker",
     "ProviderAccount",
     "Upstream",
     "UpstreamChecks",
@@ -43,5 +44,6 @@ __all__ = [
     "UsageRow",
     "UsageTotal",
     "WorkerGroup",
+    "WorkerToken",
     "validate_label",
 ]

@@ -20,6 +20,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 S = TypeVar("S", bound="BearerSecret")
 
@@ -98,6 +99,10 @@ class BearerSecret(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    # Each concrete kind gets its own history table; the hash stays out of it, and so does
+    # the last-used time, written at most once a minute on use (not a change anyone made).
+    history = HistoricalRecords(excluded_fields=["key_hash", "last_used_at"], inherit=True)
 
     class Meta:
         abstract = True

@@ -164,7 +164,6 @@ class ApiKey(BearerSecret):
 
     client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="keys")
 
-    history = HistoricalRecords(excluded_fields=["key_hash", "last_used_at"])
     objects = ApiKeyManager()
 
     class Meta:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -23,6 +24,7 @@ from activity import (
 )
 from activity.redis import RedisPool
 from pool_admin import bootstrap
+from pool_admin.api import auth
 from pool_admin.api.call_log import flush_call_log
 from pool_admin.api.fast_extract import FastExtract
 from pool_admin.config.models import ApiClient, ApiKey, ProviderAccount, Upstream
@@ -120,6 +122,18 @@ def upstreams(db):
             name="acme-eu", account=account, endpoint_url="https://acme.example/p"
         ),
     )
+
+
+@pytest.fixture
+def key_cache_clock(monkeypatch):
+    """Moves the key caches' clock (``auth._monotonic``) forward by the seconds given."""
+    now = [time.monotonic()]
+    monkeypatch.setattr(auth, "_monotonic", lambda: now[0])
+
+    def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    return advance
 
 
 @pytest.fixture

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from pool_admin import bootstrap
@@ -33,18 +31,6 @@ def test_missing_bad_and_revoked_keys_are_401(api, make_client, seed):
     other.row.enabled = False
     other.row.save()
     assert_problem(extract(api(other.plaintext)), 401, "unauthenticated")
-
-
-@pytest.fixture
-def key_cache_clock(monkeypatch):
-    """Moves the key cache's clock (``auth._monotonic``) forward by the seconds given."""
-    now = [time.monotonic()]
-    monkeypatch.setattr(auth, "_monotonic", lambda: now[0])
-
-    def advance(seconds: float) -> None:
-        now[0] += seconds
-
-    return advance
 
 
 @pytest.mark.parametrize("withdraw", ["revoke the key", "disable the client"])
