@@ -6,22 +6,20 @@ from datetime import timedelta
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.contrib import admin
 from django.db import models
 from django.db.models import (
     Count,
     F,
     IntegerField,
     OuterRef,
-    Q,
     QuerySet,
     Subquery,
     Sum,
     Value,
 )
 from django.db.models.functions import Coalesce
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_post_parameters
@@ -37,29 +35,18 @@ from pool_admin.config.models import (
     ProviderAccount,
     Upstream,
     UpstreamQuality,
-    WorkerGroup,
+)
+from pool_admin.config.secret_admin import (
+    IssuingAdmin,
+    IssuingForm,
+    ReadOnlyHistoryAdmin,
+    SecretAdmin,
+    SecretInline,
+    SecretStatusFilter,
+    active_secrets,
 )
 
 TIMESTAMPS = ("created_at", "updated_at")
-
-
-class ReadOnlyHistoryAdmin(SimpleHistoryAdmin):
-    """History to read, never to revert: a reverted credential would lose its ciphertext
-    (kept out of history on purpose) and a reverted API key could come back from revocation."""
-
-    def revert_disabled(self, request: HttpRequest, obj: Any = None) -> bool:
-        return True
-
-    def history_form_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        version_id: str,
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        if request.method != "GET":
-            raise PermissionDenied
-        return super().history_form_view(request, object_id, version_id, extra_context)
 
 
 class CredentialForm(forms.ModelForm):
@@ -308,50 +295,30 @@ def with_last_hour_quality(upstreams: QuerySet[Upstream]) -> QuerySet[Upstream]:
     )
 
 
-class ApiKeyInline(admin.TabularInline):
+class ApiKeyInline(SecretInline):
     model = ApiKey
-    fields = ("key", "name", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True  # revoke on the key's own page or with the key list's action
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # keys are issued by the client form's checkbox, which shows the plaintext
-
-    @admin.display(description="Key")
-    def key(self, obj: ApiKey) -> str:
-        return str(obj)
 
 
-class ApiClientForm(forms.ModelForm):
+class ApiClientForm(IssuingForm):
+    kind = ApiKey.KIND
     allowed_protocols = forms.TypedMultipleChoiceField(
         choices=PROTOCOL_CHOICES,
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text="None checked: all.",
     )
-    issue_key = forms.BooleanField(
-        required=False,
-        label="Issue a new API key on save",
-        help_text="Its plaintext is shown once, after saving. Old keys keep working until "
-        "revoked, so clients can switch without downtime.",
-    )
 
     class Meta:
         model = ApiClient
         fields = "__all__"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.instance._state.adding:
-            self.fields["issue_key"].initial = True
-
 
 @admin.register(ApiClient)
-class ApiClientAdmin(SimpleHistoryAdmin):
+class ApiClientAdmin(IssuingAdmin):
     form = ApiClientForm
     inlines = [ApiKeyInline]
+    secrets_name = "keys"
+    active_keys = active_secrets("keys")
     list_display = (
         "name",
         "enabled",
@@ -388,87 +355,18 @@ class ApiClientAdmin(SimpleHistoryAdmin):
         ("Timestamps", {"fields": TIMESTAMPS}),
     )
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiClient]:
-        active = Count("keys", filter=Q(keys__revoked_at__isnull=True))
-        clients: QuerySet[ApiClient] = super().get_queryset(request)
-        return clients.annotate(active_keys_count=active)
-
-    @admin.display(description="Active keys", ordering="active_keys_count")
-    def active_keys(self, obj: ApiClient) -> int:
-        return obj.active_keys_count  # type: ignore[attr-defined,no-any-return]
-
-    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
-        super().save_related(request, form, formsets, change)
-        if form.cleaned_data.get("issue_key"):
-            key, plaintext = ApiKey.objects.issue(form.instance)
-            # The only time the plaintext exists outside the client's hands: only a hash is kept.
-            self.message_user(
-                request,
-                f"New API key {key} for {form.instance}: {plaintext} - shown only this once, "
-                "store it now.",
-                messages.WARNING,
-            )
-
-
-class KeyStatusFilter(admin.SimpleListFilter):
-    title = "status"
-    parameter_name = "status"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("active", "Active"), ("revoked", "Revoked")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> QuerySet[ApiKey]:
-        if self.value() == "active":
-            return queryset.filter(revoked_at__isnull=True)
-        if self.value() == "revoked":
-            return queryset.filter(revoked_at__isnull=False)
-        return queryset
+    def issue(self, owner: ApiClient) -> tuple[ApiKey, str]:
+        return ApiKey.objects.issue(owner)
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(ReadOnlyHistoryAdmin):
+class ApiKeyAdmin(SecretAdmin):
     list_display = ("__str__", "client", "name", "created_at", "last_used_at", "revoked_at")
-    list_filter = (KeyStatusFilter, "client")
+    list_filter = (SecretStatusFilter, "client")
     search_fields = ("prefix", "name", "client__name")
     list_select_related = ("client",)
     fields = ("client", "prefix", "name", "created_at", "last_used_at", "revoked_at")
     readonly_fields = ("client", "prefix", "created_at", "last_used_at", "revoked_at")
-    actions = ["revoke"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # issued from the API client page, the one place the plaintext is shown
-
-    @admin.action(description="Revoke selected API keys", permissions=["change"])
-    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
-        keys = list(queryset.filter(revoked_at__isnull=True))
-        for key in keys:
-            key.revoke()  # one by one, so history records each revocation
-        self.message_user(request, f"Revoked {len(keys)} API key(s).", messages.SUCCESS)
-
-    def response_change(self, request: HttpRequest, obj: ApiKey) -> HttpResponse:
-        """The key page's "Revoke this key" button (templates/admin/config/apikey/)."""
-        if "_revoke" in request.POST and obj.revoked_at is None:
-            obj.revoke()
-            self.message_user(request, f"Revoked API key {obj}.", messages.SUCCESS)
-            return HttpResponseRedirect(request.path)
-        return super().response_change(request, obj)
-
-
-@admin.register(WorkerGroup)
-class WorkerGroupAdmin(SimpleHistoryAdmin):
-    list_display = ("name", "target_capacity", "upstreams", "updated_at")
-    list_filter = ("allowed_upstreams",)
-    search_fields = ("name",)
-    filter_horizontal = ("allowed_upstreams",)
-    readonly_fields = TIMESTAMPS
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[WorkerGroup]:
-        return super().get_queryset(request).prefetch_related("allowed_upstreams")
-
-    @admin.display(description="Allowed upstreams")
-    def upstreams(self, obj: WorkerGroup) -> str:
-        names = [upstream.name for upstream in obj.allowed_upstreams.all()]
-        return ", ".join(names) if names else "all"
 
 
 @admin.register(Alert)
@@ -501,5 +399,6 @@ class AlertAdmin(admin.ModelAdmin):
         return "closed" if obj.closed_at else "open" if obj.opened_at else "pending"
 
 
-# The usage aggregates' pages: registered on import (pool_admin/config/usage_admin.py).
-from pool_admin.config import usage_admin  # noqa: E402, F401
+# The usage aggregates' and the gateway workers' pages: registered on import
+# (pool_admin/config/usage_admin.py, worker_admin.py).
+from pool_admin.config import usage_admin, worker_admin  # noqa: E402, F401

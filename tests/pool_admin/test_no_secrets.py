@@ -1,11 +1,12 @@
 """No secret leaks: not in the admin's HTML, Redis key names, log records or error bodies.
 
 One scenario end to end: a provider credential and a proxy credential go into the encrypted
-credentials store, an API client gets a key, proxies carrying the proxy credential (by
-``SecretRef``) are stocked through the real ``RedisPool`` with the store as its resolver, and a
-client extracts them over HTTP, then provokes every error it can. Only the 200 extract bodies
-may carry the proxy password (that is what an extract is for). The HTTP part runs through
-Django's handler alone and through fast_extract.py first, as the web server runs it.
+credentials store, an API client gets a key and a gateway worker a token, proxies carrying the
+proxy credential (by ``SecretRef``) are stocked through the real ``RedisPool`` with the store as
+its resolver, and a client extracts them over HTTP, then provokes every error it can; the
+worker's token is checked by the control API's authentication, right and wrong. Only the 200
+extract bodies may carry the proxy password (that is what an extract is for). The HTTP part runs
+through Django's handler alone and through fast_extract.py first, as the web server runs it.
 """
 
 from __future__ import annotations
@@ -34,17 +35,20 @@ from pool_admin.config.models import (
     ClientDraws,
     ClientUsage,
     Credential,
+    GatewayWorker,
     ProviderAccount,
     Upstream,
     UpstreamChecks,
     UpstreamDrops,
     UpstreamQuality,
     WorkerGroup,
+    WorkerToken,
 )
 from pool_admin.localservices import free_port
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.events import Event
 from tests.pool_admin.api.conftest import FastFirstHandler
+from tests.pool_admin.api.test_gateway_auth import call as call_as_worker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -106,6 +110,8 @@ def world(settings, redis_url, unique_prefix):
     key, plaintext = ApiKey.objects.issue(client_row, name="prod")
     group = WorkerGroup.objects.create(name="edge-us", target_capacity=10)
     group.allowed_upstreams.add(upstream)
+    worker = GatewayWorker.objects.create(name="edge-1", group=group)
+    token, token_text = WorkerToken.objects.issue(worker, name="host-a")
 
     conn = redis.Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
     pool = RedisPool(conn, PoolOptions(prefix=unique_prefix), credentials=store)
@@ -146,7 +152,11 @@ def world(settings, redis_url, unique_prefix):
 
     prefix = f"{ApiKey.SCHEME}_{key.prefix}_"
     assert plaintext.startswith(prefix)
+    token_prefix = f"{WorkerToken.SCHEME}_{token.prefix}_"
+    assert token_text.startswith(token_prefix)
     secrets = {
+        "worker token": token_text,
+        "worker token secret part": token_text[len(token_prefix) :],
         "proxy password": PROXY_PASSWORD,
         "provider credential": PROVIDER_SECRET,
         "API key": plaintext,
@@ -157,6 +167,7 @@ def world(settings, redis_url, unique_prefix):
     yield {
         "secrets": secrets,
         "plaintext": plaintext,
+        "token": token_text,
         "redis": conn,
         "prefixes": [unique_prefix],  # the pool's keys, the clients' rate limits among them
         "objects": [
@@ -166,6 +177,8 @@ def world(settings, redis_url, unique_prefix):
             client_row,
             key,
             group,
+            worker,
+            token,
             *Credential.objects.all(),
             *usage,
         ],
@@ -223,6 +236,7 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
         anonymous.post(EXTRACT, body, format="json"),  # 401
         wrong_key.post(EXTRACT, body, format="json"),  # 401
         malformed_key.get("/api/v1/inventory"),  # 401
+        new_api_client(f"Bearer {world['token']}").post(EXTRACT, body, format="json"),  # 401
         api.post(outcome, {"outcome": "ok"}, format="json"),  # 409 another outcome
         api.post(outcome, {"outcome": "ok", "password": PROXY_PASSWORD}, format="json"),  # 400
         api.post("/api/v1/proxies/nope/outcome", {"outcome": "ok"}, format="json"),  # 404
@@ -232,11 +246,22 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
     errors.append(api.post(EXTRACT, body, format="json"))
     bootstrap.point_at(redis_url, world["prefixes"][0])
     statuses = sorted(r.status_code for r in errors)
-    assert statuses == [400, 400, 400, 400, 401, 401, 401, 403, 403, 404, 404, 405, 409, 409,
-                        409, 503], statuses  # fmt: skip
+    assert statuses == [400, 400, 400, 400, 401, 401, 401, 401, 403, 403, 404, 404, 405, 409,
+                        409, 409, 503], statuses  # fmt: skip
     for response in errors:
         assert_no_secret(response.content.decode(), f"a {response.status_code} body", secrets)
         assert_no_secret(str(dict(response.items())), "error headers", secrets)
+    # The worker control API's authentication (its views are another change's): the worker's
+    # own token, a wrong one, an API key, a malformed header, none.
+    token = world["token"]
+    worker_answers = [call_as_worker(f"Bearer {token}"), call_as_worker(f"Bearer {token}x"),
+                      call_as_worker(f"Bearer {world['plaintext']}"),
+                      call_as_worker(f"Basic {token}"), call_as_worker()]  # fmt: skip
+    assert [r.status_code for r in worker_answers] == [200, 401, 401, 401, 401]
+    for response in worker_answers:
+        where = f"a worker's {response.status_code} answer"
+        assert_no_secret(response.content.decode(), where, secrets)
+        assert_no_secret(str(dict(response.items())), where, secrets)
     inventory = api.get("/api/v1/inventory")
     assert inventory.status_code == 200
     assert_no_secret(inventory.content.decode(), "the inventory body", secrets)
@@ -249,7 +274,8 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
     boss = get_user_model().objects.create_superuser("boss", password="a-Long-pass-123")
     client.force_login(boss)
     config_models = [m for m in admin.site._registry if m._meta.app_label == "config"]
-    assert {Credential, Upstream, ApiClient, ApiKey, WorkerGroup} <= set(config_models)
+    assert {Credential, Upstream, ApiClient, ApiKey, WorkerGroup, GatewayWorker,
+            WorkerToken} <= set(config_models)  # fmt: skip
     pages = 0
     for obj in world["objects"]:
         obj.refresh_from_db()

@@ -1,9 +1,11 @@
-"""Fixtures for the configuration app: fresh Fernet keys and sample rows."""
+"""Fixtures for the configuration app: fresh Fernet keys, sample rows, a logged-in superuser."""
 
 from types import SimpleNamespace
 
 import pytest
 from cryptography.fernet import Fernet
+from django.contrib.auth import get_user_model
+from django.urls import reverse
 
 from pool_admin.config.models import ApiClient, Credential, ProviderAccount, Upstream, WorkerGroup
 
@@ -54,3 +56,16 @@ def worker_group(upstream):
     group = WorkerGroup.objects.create(name="edge-eu", target_capacity=200)
     group.allowed_upstreams.add(upstream)
     return group
+
+
+@pytest.fixture
+def boss(client):
+    """The test client, logged in as a superuser."""
+    user = get_user_model().objects.create_superuser("boss", password="a-Long-pass-123")
+    client.force_login(user)
+    return user
+
+
+def url(model, view, *args):
+    """An admin page of a configuration model."""
+    return reverse(f"admin:config_{model._meta.model_name}_{view}", args=args)

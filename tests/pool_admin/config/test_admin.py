@@ -3,19 +3,20 @@
 import re
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from pool_admin.config.models import (
     ApiClient,
     ApiKey,
     Credential,
+    GatewayWorker,
     ProviderAccount,
     Upstream,
     WorkerGroup,
+    WorkerToken,
 )
 
-from .conftest import SECRET
+from .conftest import SECRET, url
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres]
 
@@ -23,32 +24,26 @@ KEY_RE = re.compile(r"pp_[0-9a-f]{12}_[A-Za-z0-9_-]{40,}")
 
 
 @pytest.fixture
-def boss(client):
-    user = get_user_model().objects.create_superuser("boss", password="a-Long-pass-123")
-    client.force_login(user)
-    return user
-
-
-@pytest.fixture
 def everything(credential, upstream, api_client, worker_group):
     key, plaintext = ApiKey.objects.issue(api_client, name="prod")
+    worker = GatewayWorker.objects.create(name="edge-1", group=worker_group)
+    token, token_text = WorkerToken.objects.issue(worker, name="host-a")
     return {
         Credential: credential,
         Upstream: upstream,
         ApiClient: api_client,
         WorkerGroup: worker_group,
         ApiKey: key,
+        GatewayWorker: worker,
+        WorkerToken: token,
         "plaintext": plaintext,
+        "token plaintext": token_text,
     }
-
-
-def url(model, view, *args):
-    return reverse(f"admin:config_{model._meta.model_name}_{view}", args=args)
 
 
 def pages(everything):
     """Every admin page of every configuration model, for one row each."""
-    for model in (Credential, Upstream, ApiClient, WorkerGroup, ApiKey):
+    for model in (Credential, Upstream, ApiClient, WorkerGroup, ApiKey, GatewayWorker, WorkerToken):
         obj = everything[model]
         yield url(model, "changelist")
         yield url(model, "changelist") + "?q=a"
@@ -56,14 +51,15 @@ def pages(everything):
         yield url(model, "history", obj.pk)
         for record in obj.history.all():
             yield url(model, "simple_history", obj.pk, record.history_id)
-        if model is not ApiKey:
+        if model not in (ApiKey, WorkerToken):
             yield url(model, "add")
 
 
 def test_every_page_renders_and_never_shows_a_secret(client, boss, everything):
     credential = everything[Credential]
     ciphertext = bytes(Credential.objects.get(pk=credential.pk).ciphertext).decode()
-    forbidden = [SECRET, ciphertext, everything["plaintext"], everything[ApiKey].key_hash]
+    forbidden = [SECRET, ciphertext, everything["plaintext"], everything[ApiKey].key_hash,
+                 everything["token plaintext"], everything[WorkerToken].key_hash]  # fmt: skip
     seen = 0
     for page in pages(everything):
         response = client.get(page)
@@ -72,9 +68,10 @@ def test_every_page_renders_and_never_shows_a_secret(client, boss, everything):
         for value in forbidden:
             assert value not in html, page
         seen += 1
-    assert seen >= 25
+    assert seen >= 35
     index = client.get(reverse("admin:index")).content.decode()
-    for label in ("Upstreams", "API clients", "API keys", "Worker groups", "Credentials"):
+    for label in ("Upstreams", "API clients", "API keys", "Worker groups", "Credentials",
+                  "Gateway workers", "Worker tokens"):  # fmt: skip
         assert label in index
 
 
@@ -122,7 +119,7 @@ def test_credential_form_errors_never_echo_the_secret(client, boss, keys):
 
 
 def test_history_cannot_be_reverted_for_secrets_and_keys(client, boss, everything):
-    for model in (Credential, ApiKey):
+    for model in (Credential, ApiKey, WorkerToken):
         obj = everything[model]
         record = obj.history.first()
         response = client.post(url(model, "simple_history", obj.pk, record.history_id), {})
