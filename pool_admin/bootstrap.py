@@ -7,6 +7,8 @@ The handles, each built from settings on first use:
   credentials through (``fetch_credentials``: fetched passwords held until their batch is
   written, in front of the credentials store);
 * the fetch scheduler (``get_scheduler``: ``RedisScheduler`` on the pool's Redis and prefix);
+* the tick leases (``tick_lease``: ``RedisTickLease`` on the pool's Redis and prefix: one ownership
+  manager tick at a time);
 * the usage event stream (``event_stream``: the producers' queue, pool_admin/metrics/stream.py);
 * the API-key cache (``api_key_cache``: verified keys' principals, pool_admin/api/auth.py);
 * the worker-token cache (``worker_token_cache``: verified gateway worker tokens' principals,
@@ -51,6 +53,8 @@ from activity.ports import ActivityPool
 from activity.redis import RedisPool
 from activity.scheduler import FetchScheduler
 from activity.scheduler.redis import RedisScheduler
+from activity.tick_lease import TickLease
+from activity.tick_lease.redis import RedisTickLease
 
 if TYPE_CHECKING:  # built on first use: these import Django's models and the handles
     from activity.log_batches import LogBatches
@@ -102,6 +106,7 @@ class _Handles:
         self.credentials = _Lazy(_handover)
         self.keys = _Lazy(_key_cache)
         self.worker_tokens = _Lazy(_token_cache)
+        self.leases = _Lazy(self._leases)
 
     def _pool(self) -> RedisPool:
         where = target()
@@ -118,6 +123,12 @@ class _Handles:
         client = redis.Redis.from_url(where.redis_url, socket_timeout=SCHEDULER_SOCKET_TIMEOUT_S)
         self.clients.append(client)
         return RedisScheduler(client, prefix=where.prefix)
+
+    def _leases(self) -> RedisTickLease:
+        where = target()
+        client = redis.Redis.from_url(where.redis_url, socket_timeout=SCHEDULER_SOCKET_TIMEOUT_S)
+        self.clients.append(client)
+        return RedisTickLease(client, prefix=where.prefix)
 
     def close(self) -> None:
         if self.pool.value is not None:
@@ -180,6 +191,12 @@ def get_pool() -> ActivityPool:
 def get_scheduler() -> FetchScheduler:
     """The process's fetch scheduler, on the pool's Redis under the pool's prefix."""
     return _handles.scheduler.get()
+
+
+def tick_lease() -> TickLease:
+    """The process's tick leases (one holder at a time for a periodic job), on the pool's
+    Redis under the pool's prefix."""
+    return _handles.leases.get()
 
 
 def fetch_credentials() -> FetchCredentials:

@@ -343,6 +343,7 @@ RECHECK_LIFETIME_FRACTION = env_int("RECHECK_LIFETIME_FRACTION", 10, minimum=1, 
 RECHECK_MIN_REMAINING = timedelta(seconds=env_int("RECHECK_MIN_REMAINING_S", 120, minimum=0))
 SWEEP_PERIOD = timedelta(seconds=30)
 EXPIRE_PERIOD = timedelta(seconds=10)
+OWNERSHIP_TICK_PERIOD = timedelta(seconds=2)
 CELERY_BEAT_SCHEDULE = {
     "heartbeat": {
         "task": "pool_admin.heartbeat",
@@ -375,6 +376,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pool_admin.expire_ownership",
         "schedule": EXPIRE_PERIOD,
         "options": {"expires": EXPIRE_PERIOD.total_seconds()},
+    },
+    # The gateway's ownership manager (pool_admin/gateway_tasks.py): one tick at a time.
+    "ownership-tick": {
+        "task": "pool_admin.ownership_tick",
+        "schedule": OWNERSHIP_TICK_PERIOD,
+        "options": {"expires": OWNERSHIP_TICK_PERIOD.total_seconds()},
     },
 }
 

@@ -113,6 +113,18 @@ def sweep_pool_task() -> int:
     return result.expired
 
 
+@shared_task(name="pool_admin.ownership_tick")
+def ownership_tick_task() -> int:
+    """One ownership manager tick (pool_admin/gateway_tasks.py); the proxies it assigned, or
+    -1 when another worker's tick held the lease."""
+    from pool_admin.gateway_tasks import run_ownership_tick
+
+    report = run_ownership_tick()
+    if report is None:
+        return -1
+    return sum(tally.assigned for tally in report.groups.values())
+
+
 @shared_task(name="pool_admin.expire_ownership")
 def expire_ownership_task() -> int:
     """Release gateway assignments whose lease ended, a bounded batch per run."""

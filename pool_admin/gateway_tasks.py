@@ -1,0 +1,77 @@
+"""The ownership manager's Django side (activity/ownership_manager.py has the tick itself,
+docs/ownership-manager.md the design): the worker groups as the operator configured them, read
+fresh from PostgreSQL each tick, and one tick at a time across every Celery worker under the
+tick lease ``ownership-manager``, renewed between the tick's phases (a tick whose lease was
+lost stops there; the next holder's tick finishes what it left)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import uuid
+from datetime import timedelta
+
+from activity.clock import Clock, SystemClock
+from activity.ownership_manager import GroupConfig, ManagerPolicy, OwnershipManager, TickReport
+from pool_admin.bootstrap import get_pool, tick_lease
+from pool_admin.config.models import Upstream, WorkerGroup
+
+logger = logging.getLogger(__name__)
+
+LEASE_NAME = "ownership-manager"
+#: Longer than a tick's bounded work between two renewals; a crashed holder's lease ends then.
+LEASE_TTL = timedelta(seconds=30)
+_NOT_TOKEN = re.compile(r"[^A-Za-z0-9._:@+-]")
+
+
+def configured_groups() -> list[GroupConfig]:
+    """Every worker group with its enabled workers and its enabled allowed upstreams (none
+    selected: every enabled upstream)."""
+    enabled = sorted(Upstream.objects.filter(enabled=True).values_list("name", flat=True))
+    groups = []
+    for group in WorkerGroup.objects.prefetch_related("allowed_upstreams", "workers"):
+        allowed = sorted(u.name for u in group.allowed_upstreams.all() if u.enabled)
+        if not group.allowed_upstreams.all():
+            allowed = enabled
+        workers = frozenset(w.name for w in group.workers.all() if w.enabled)
+        groups.append(GroupConfig(group.name, group.target_capacity, tuple(allowed), workers))
+    return groups
+
+
+def _holder() -> str:
+    """This tick's name for the lease: the host and process, and a part of its own."""
+    host = _NOT_TOKEN.sub("-", socket.gethostname())[:32] or "host"
+    return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def run_ownership_tick(clock: Clock | None = None) -> TickReport | None:
+    """One tick, or None when another holder has the lease (its tick is running)."""
+    clock = clock or SystemClock()
+    lease, holder = tick_lease(), _holder()
+    if not lease.acquire(LEASE_NAME, holder, clock.now(), LEASE_TTL):
+        return None
+    try:
+        manager = OwnershipManager(get_pool(), clock, ManagerPolicy())
+        report = manager.tick(
+            configured_groups(),
+            {},
+            keep_going=lambda: lease.renew(LEASE_NAME, holder, clock.now(), LEASE_TTL),
+        )
+    finally:
+        lease.release(LEASE_NAME, holder, clock.now())
+    for name, tally in sorted(report.groups.items()):
+        if tally.assigned or tally.drains_begun or tally.released or tally.refused:
+            logger.info(
+                "ownership %s: assigned %d, renewed %d, drains begun %d, released %d, refused %d",
+                name,
+                tally.assigned,
+                tally.renewed,
+                tally.drains_begun,
+                tally.released,
+                tally.refused,
+            )
+    if report.cut_short:
+        logger.info("ownership tick cut short (a bound, or the lease lost): the next finishes")
+    return report
