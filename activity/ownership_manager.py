@@ -15,7 +15,7 @@ lost stops there.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -129,8 +129,6 @@ class OwnershipManager:
                 report.cut_short = True
                 return report
             step(workers, now, report)
-            if step == self._begin_drains:  # what is left held, read again
-                workers = self._read(groups, statuses)
         if not keep_going():
             report.cut_short = True
             return report
@@ -192,15 +190,26 @@ class OwnershipManager:
         return drain
 
     def _begin_drains(self, workers: list[_Worker], now: datetime, report: TickReport) -> None:
+        """Begin the drains, and leave the drained out of each worker's view: what a drain
+        takes out of the pool's worker-owned set, without reading every worker again."""
         for worker in workers:
             epochs = {a.proxy_id: a.epoch for a in worker.view.assignments}
             tally = report.groups[worker.group.name]
+            gone = set()
             for pid in self._to_drain(worker, now):
+                gone.add(pid)  # drained, or lapsed or released meanwhile: held no more
                 try:
                     self._pool.begin_drain(pid, worker.worker_id, epochs[pid])
                 except OwnershipConflict:
-                    continue  # lapsed or released meanwhile: nothing to drain
+                    continue
                 tally.drains_begun += 1
+            if gone:
+                view = worker.view
+                worker.view = replace(
+                    view,
+                    assignments=tuple(a for a in view.assignments if a.proxy_id not in gone),
+                    held={pid: h for pid, h in view.held.items() if pid not in gone},
+                )
 
     def _acknowledge_drains(
         self, workers: list[_Worker], now: datetime, report: TickReport
