@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 import redis
 from django.core.handlers.wsgi import WSGIRequest
+from django.core.management import ManagementUtility, base
 from django.http import HttpResponse
 from rest_framework.test import APIClient, ForceAuthClientHandler
 
@@ -201,3 +202,24 @@ def extracts_run_by_fast(monkeypatch):
 
     monkeypatch.setattr(fast_extract, "run_extract", spy)
     return calls
+
+
+@pytest.fixture
+def run(capsys, monkeypatch):
+    """Run a project command as from the command line: (exit status, stdout, stderr)."""
+    # run_from_argv closes every database connection when it ends, which would close the
+    # test's transaction; the command itself runs exactly as from the command line.
+    monkeypatch.setattr(base.connections, "close_all", lambda: None)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        try:
+            ManagementUtility(["manage.py", *argv]).execute()
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        flush_call_log()  # what the command's process does on its way out (call_log.py)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
