@@ -58,6 +58,11 @@ class EventStream:
 
     def _reset(self) -> None:
         self._lock = threading.Lock()
+        # One flush at a time: a flush takes the unreported drops out before it tells Redis,
+        # so a second flush running meanwhile (an exit's, a test's) would find none and return
+        # before the first had told them; waiting for it makes every flush's return mean
+        # "what was queued and dropped before it has been sent or told, or tried".
+        self._flushing = threading.Lock()
         self._queue: list[bytes] = []
         self._dropped = 0
         self._sent = 0
@@ -95,6 +100,10 @@ class EventStream:
 
     def flush(self) -> None:
         """Send what is queued now (the thread's job; tests and exits call it too)."""
+        with self._flushing:
+            self._flush()
+
+    def _flush(self) -> None:
         with self._lock:
             queued, self._queue = self._queue, []
         entries = _entries(queued)
