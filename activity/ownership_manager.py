@@ -239,14 +239,17 @@ class OwnershipManager:
                     tally.released += 1
 
     def _renew(self, workers: list[_Worker], now: datetime, report: TickReport) -> None:
+        """Once any lease of a worker is within the renew margin, all its leases are renewed
+        together: its snapshot (which carries every lease) then changes once per lease period,
+        not at every tick that renews some proxy, so most of its polls are answered 304."""
         due = now + self._policy.renew_margin
         for worker in workers:
             if worker.status is None:
                 continue  # an ended session's proxies drain; their leases may lapse
+            if all(a.lease_expires_at > due for a in worker.view.assignments):
+                continue
             tally = report.groups[worker.group.name]
             for a in worker.view.assignments:
-                if a.lease_expires_at > due:
-                    continue
                 try:
                     self._pool.renew(
                         now, a.proxy_id, worker.worker_id, a.epoch, self._policy.lease_ttl

@@ -40,6 +40,12 @@ def configured_groups() -> list[GroupConfig]:
     return groups
 
 
+def gateway_shares() -> dict[str, float]:
+    """How much of each enabled upstream the gateway may hold (its ``gateway_share_percent``)."""
+    rows = Upstream.objects.filter(enabled=True).values_list("name", "gateway_share_percent")
+    return {name: percent / 100 for name, percent in rows}
+
+
 def _holder() -> str:
     """This tick's name for the lease: the host and process, and a part of its own."""
     host = _NOT_TOKEN.sub("-", socket.gethostname())[:32] or "host"
@@ -56,7 +62,7 @@ def run_ownership_tick(clock: Clock | None = None) -> TickReport | None:
         manager = OwnershipManager(get_pool(), clock, ManagerPolicy())
         report = manager.tick(
             configured_groups(),
-            {},
+            gateway_shares(),
             keep_going=lambda: lease.renew(LEASE_NAME, holder, clock.now(), LEASE_TTL),
         )
     finally:

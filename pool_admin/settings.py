@@ -344,6 +344,15 @@ RECHECK_MIN_REMAINING = timedelta(seconds=env_int("RECHECK_MIN_REMAINING_S", 120
 SWEEP_PERIOD = timedelta(seconds=30)
 EXPIRE_PERIOD = timedelta(seconds=10)
 OWNERSHIP_TICK_PERIOD = timedelta(seconds=2)
+# The gateway workers' control traffic (docs/gateway.md, "The control API"): a session lives
+# GATEWAY_SESSION_TTL_S past its last heartbeat; the session's answer tells the worker how often
+# to heartbeat, poll its snapshot and report; a worker stops taking new traffic when its
+# snapshot is older than GATEWAY_MAX_STALENESS_S.
+GATEWAY_SESSION_TTL_S = env_int("GATEWAY_SESSION_TTL_S", 30, minimum=5, maximum=3_600)
+GATEWAY_HEARTBEAT_S = max(1, GATEWAY_SESSION_TTL_S // 3)
+GATEWAY_SNAPSHOT_INTERVAL_S = env_int("GATEWAY_SNAPSHOT_INTERVAL_S", 2, minimum=1, maximum=60)
+GATEWAY_REPORT_INTERVAL_S = env_int("GATEWAY_REPORT_INTERVAL_S", 5, minimum=1, maximum=60)
+GATEWAY_MAX_STALENESS_S = env_int("GATEWAY_MAX_STALENESS_S", 30, minimum=5, maximum=3_600)
 CELERY_BEAT_SCHEDULE = {
     "heartbeat": {
         "task": "pool_admin.heartbeat",

@@ -47,6 +47,8 @@ MAX_COUNTER = 10**14 - 1
 MAX_MS = 10**14 - 1
 #: Most connections one proxy may declare or one report entry count.
 MAX_CONCURRENCY = 100_000
+#: Verifiers per gateway client: its active API keys (more than one while keys are rotated).
+MAX_CLIENT_KEYS = 16
 #: A gateway client's limits.
 MAX_CLIENT_CONNECTIONS = 1_000_000
 MAX_CLIENT_RPS = 100_000

@@ -45,6 +45,7 @@ _PROXY = frozenset(
         "upstream",
         "labels",
         "max_concurrency",
+        "assignment_epoch",
         "lease_expires_at_ms",
         "usable_until_ms",
         "credential_ref",
@@ -54,7 +55,7 @@ _CREDENTIAL = frozenset({"ref", "username", "password"})
 _CLIENT = frozenset(
     {
         "name",
-        "verifier",
+        "verifiers",
         "allowed_upstreams",
         "allowed_regions",
         "allowed_protocols",
@@ -109,6 +110,15 @@ def decode_snapshot(data: bytes) -> Snapshot:
     return snapshot
 
 
+def canonical_clients(clients: tuple[GatewayClient, ...]) -> bytes:
+    """The canonical encoding of a snapshot's ``clients`` alone: what changes when they do (the
+    control plane's entity tag), checked as a snapshot's are."""
+    trees = [_client_tree(c, f"clients[{i}]") for i, c in enumerate(clients)]
+    for index, tree in enumerate(trees):
+        _parse_client(tree, f"clients[{index}]")
+    return f.canonical({"clients": trees})
+
+
 def _checksum(content: f.Tree) -> str:
     return hashlib.sha256(f.canonical(content)).hexdigest()
 
@@ -139,6 +149,7 @@ def _proxy_tree(p: SnapshotProxy, path: str) -> f.Tree:
         "upstream": p.upstream,
         "labels": f.mapping_to_dict(p.labels),
         "max_concurrency": p.max_concurrency,
+        "assignment_epoch": p.assignment_epoch,
         "lease_expires_at_ms": f.to_ms(p.lease_expires_at, f"{path}.lease_expires_at"),
         "usable_until_ms": f.to_ms(p.usable_until, f"{path}.usable_until"),
         "credential_ref": p.credential_ref,
@@ -153,7 +164,7 @@ def _client_tree(c: GatewayClient, path: str) -> f.Tree:
     f.require(c, GatewayClient, path)
     return {
         "name": c.name,
-        "verifier": c.verifier,
+        "verifiers": list(c.verifiers) if isinstance(c.verifiers, tuple) else c.verifiers,
         "allowed_upstreams": f.set_to_list(c.allowed_upstreams),
         "allowed_regions": f.set_to_list(c.allowed_regions),
         "allowed_protocols": f.set_to_list(c.allowed_protocols),
@@ -220,6 +231,9 @@ def _parse_proxy(value: object, path: str) -> SnapshotProxy:
         max_concurrency=f.integer(
             t["max_concurrency"], f"{path}.max_concurrency", 1, limits.MAX_CONCURRENCY
         ),
+        assignment_epoch=f.integer(
+            t["assignment_epoch"], f"{path}.assignment_epoch", 1, limits.MAX_COUNTER
+        ),
         lease_expires_at=f.instant(t["lease_expires_at_ms"], f"{path}.lease_expires_at_ms"),
         usable_until=f.instant(t["usable_until_ms"], f"{path}.usable_until_ms"),
         credential_ref=None if ref is None else f.text(ref, f"{path}.credential_ref"),
@@ -254,11 +268,16 @@ def _parse_credential(value: object, path: str) -> Credential:
 
 def _parse_client(value: object, path: str) -> GatewayClient:
     t = f.fields(value, path, _CLIENT)
-    if not is_verifier(t["verifier"]):
-        raise WireFormatError(f"{path}.verifier", "must be a verifier (make_verifier)")
+    verifiers = f.parsed_items(
+        t["verifiers"], f"{path}.verifiers", limits.MAX_CLIENT_KEYS, _parse_verifier
+    )
+    if not verifiers:
+        raise WireFormatError(f"{path}.verifiers", "must hold at least one verifier")
+    if len(set(verifiers)) != len(verifiers):
+        raise WireFormatError(f"{path}.verifiers", "must not repeat a verifier")
     return GatewayClient(
         name=f.token(t["name"], f"{path}.name"),
-        verifier=t["verifier"],
+        verifiers=verifiers,
         max_connections=f.integer(
             t["max_connections"], f"{path}.max_connections", 1, limits.MAX_CLIENT_CONNECTIONS
         ),
@@ -277,3 +296,10 @@ def _parse_client(value: object, path: str) -> GatewayClient:
             t["allowed_protocols"], f"{path}.allowed_protocols", _protocol
         ),
     )
+
+
+def _parse_verifier(value: object, path: str) -> str:
+    if not is_verifier(value):
+        raise WireFormatError(path, "must be a verifier (make_verifier)")
+    assert isinstance(value, str)  # is_verifier checked it
+    return value

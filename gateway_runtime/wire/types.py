@@ -37,6 +37,9 @@ class SnapshotProxy:
     labels: Mapping[str, str]
     #: The proxy's capacity ``max``: connections the worker may hold through it at once.
     max_concurrency: int
+    #: The assignment epoch the worker holds the proxy under: its reports count the proxy
+    #: under it (``ReportEntry.epoch``), also while the proxy drains out of later snapshots.
+    assignment_epoch: int
     lease_expires_at: datetime
     usable_until: datetime
     credential_ref: str | None = None
@@ -47,8 +50,9 @@ class GatewayClient:
     """An API client allowed to use the gateway, and what it may do there."""
 
     name: str
-    #: ``make_verifier(api_key, salt)``: the worker checks a presented key against it.
-    verifier: str = field(repr=False)
+    #: One ``make_verifier(api_key, salt)`` per active key of the client (two while a key is
+    #: rotated): a presented key is the client's if it verifies against any of them.
+    verifiers: tuple[str, ...] = field(repr=False)
     #: Connections the client may hold open through one worker at once.
     max_connections: int
     requests_per_second: int

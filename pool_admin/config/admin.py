@@ -230,6 +230,7 @@ class UpstreamAdmin(SimpleHistoryAdmin):
             "Health check",
             {"fields": ("trust_provider", "check_url", "check_timeout_ms", "check_interval_s")},
         ),
+        ("Gateway", {"fields": ("gateway_share_percent",)}),
         ("Timestamps", {"fields": TIMESTAMPS}),
     )
 
@@ -329,7 +330,7 @@ class ApiClientAdmin(IssuingAdmin):
         "active_keys",
         "updated_at",
     )
-    list_filter = ("enabled", "may_view_inventory", "allowed_upstreams")
+    list_filter = ("enabled", "gateway_enabled", "may_view_inventory", "allowed_upstreams")
     search_fields = ("name",)
     filter_horizontal = ("allowed_upstreams",)
     readonly_fields = TIMESTAMPS
@@ -352,6 +353,19 @@ class ApiClientAdmin(IssuingAdmin):
             {"fields": ("allowed_upstreams", "allowed_regions", "allowed_protocols")},
         ),
         ("May see", {"fields": ("may_view_inventory",)}),
+        (
+            "Gateway",
+            {
+                "fields": (
+                    "gateway_enabled",
+                    "gateway_max_connections",
+                    "gateway_requests_per_second",
+                ),
+                "description": "The same upstreams, regions and protocols apply through the "
+                "gateway. A key issued before the gateway existed has no gateway verifier: "
+                "rotate it (its page says).",
+            },
+        ),
         ("Timestamps", {"fields": TIMESTAMPS}),
     )
 
@@ -361,12 +375,41 @@ class ApiClientAdmin(IssuingAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(SecretAdmin):
-    list_display = ("__str__", "client", "name", "created_at", "last_used_at", "revoked_at")
+    list_display = (
+        "__str__",
+        "client",
+        "name",
+        "at_the_gateway",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
     list_filter = (SecretStatusFilter, "client")
     search_fields = ("prefix", "name", "client__name")
     list_select_related = ("client",)
-    fields = ("client", "prefix", "name", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = ("client", "prefix", "created_at", "last_used_at", "revoked_at")
+    fields = (
+        "client",
+        "prefix",
+        "name",
+        "at_the_gateway",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+    readonly_fields = (
+        "client",
+        "prefix",
+        "at_the_gateway",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    )
+
+    @admin.display(description="At the gateway")
+    def at_the_gateway(self, key: ApiKey) -> str:
+        if not key.gateway_verifier:
+            return "No: issued before the gateway; issue a new key and revoke this one"
+        return "Yes" if key.client.gateway_enabled else "Not while the client may not use it"
 
 
 @admin.register(Alert)

@@ -91,6 +91,23 @@ def test_leases_about_to_lapse_are_renewed(make_pool):
     assert h.pool.get("p1").lease_expires_at > before.lease_expires_at
 
 
+def test_a_workers_leases_are_renewed_together_so_its_snapshot_changes_once(make_pool):
+    h = make_pool()
+    h.stock("p1", ttl=9 * MIN)
+    live(h, "w1")
+    mgr = manager(h)
+    mgr.tick([group(4, "w1")], {})
+    h.advance(20 * SEC)
+    h.stock("p2", ttl=9 * MIN)
+    assert mgr.tick([group(8, "w1")], {}).groups["g1"].assigned == 1  # 20 s after p1
+    h.advance(5 * SEC)  # p1: 35 s left, p2: 55 s; neither within the 30 s margin
+    assert mgr.tick([group(8, "w1")], {}).groups["g1"].renewed == 0
+    h.advance(10 * SEC)  # p1 is due (25 s left); p2 is not (45 s), and is renewed with it
+    assert mgr.tick([group(8, "w1")], {}).groups["g1"].renewed == 2
+    leases = {h.pool.get(p).lease_expires_at for p in ("p1", "p2")}
+    assert len(leases) == 1
+
+
 def test_a_proxy_near_its_end_or_out_of_health_is_drained(make_pool):
     h = make_pool()
     h.stock("ending", ttl=2 * MIN)

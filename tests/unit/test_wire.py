@@ -129,6 +129,7 @@ OTHER_PROXY = {
     "upstream": "u2",
     "labels": {"pool": "b", "city": "广州"},
     "max_concurrency": 5,
+    "assignment_epoch": 7,
     "lease_expires_at": NOW + timedelta(seconds=31),
     "usable_until": NOW + timedelta(seconds=61),
     "credential_ref": None,
@@ -136,7 +137,7 @@ OTHER_PROXY = {
 OTHER_CREDENTIAL = {"ref": "c2", "username": "user2", "password": PASSWORD + "?"}
 OTHER_CLIENT = {
     "name": "other",
-    "verifier": make_verifier(KEY, b"t" * 16),
+    "verifiers": (make_verifier(KEY, b"t" * 16), make_verifier(KEY + "x", b"u" * 16)),
     "max_connections": 101,
     "requests_per_second": 51,
     "allowed_upstreams": frozenset({"u1"}),

@@ -26,6 +26,7 @@ from gateway_runtime.wire import (
     encode_report,
     encode_snapshot,
     limits,
+    make_verifier,
 )
 from tests.unit.wire_documents import (
     PASSWORD,
@@ -157,6 +158,14 @@ _LONG = "x" * (limits.MAX_TEXT + 1)
             "clients[0].allowed_upstreams",
             lambda t: t["clients"][0].update(
                 allowed_upstreams=[f"u{i:03d}" for i in range(limits.MAX_ALLOWED + 1)]
+            ),
+        ),
+        (
+            "clients[0].verifiers",
+            lambda t: t["clients"][0].update(
+                verifiers=[
+                    make_verifier(f"key{i}", b"s" * 16) for i in range(limits.MAX_CLIENT_KEYS + 1)
+                ]
             ),
         ),
         (

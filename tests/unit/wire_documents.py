@@ -44,6 +44,7 @@ def proxy(proxy_id: str = "p1", **changes: object) -> SnapshotProxy:
         "upstream": "u1",
         "labels": {"pool": "a", "city": "广州"},
         "max_concurrency": 4,
+        "assignment_epoch": 3,
         "lease_expires_at": NOW + timedelta(seconds=30),
         "usable_until": NOW + timedelta(seconds=60),
         "credential_ref": "c1",
@@ -54,7 +55,7 @@ def proxy(proxy_id: str = "p1", **changes: object) -> SnapshotProxy:
 def client(name: str = "demo", **changes: object) -> GatewayClient:
     values: dict[str, object] = {
         "name": name,
-        "verifier": VERIFIER,
+        "verifiers": (VERIFIER,),
         "max_connections": 100,
         "requests_per_second": 50,
         "allowed_upstreams": frozenset({"u1", "u2"}),
@@ -149,6 +150,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
             upstream=draw(_names),
             labels=draw(st.dictionaries(_ids, _printable, max_size=3)),
             max_concurrency=draw(st.integers(1, limits.MAX_CONCURRENCY)),
+            assignment_epoch=draw(st.integers(1, limits.MAX_COUNTER)),
             lease_expires_at=draw(_instants),
             usable_until=draw(_instants),
             credential_ref=draw(st.none() | st.sampled_from(refs)) if refs else None,
@@ -162,7 +164,12 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     clients = tuple(
         GatewayClient(
             name=name,
-            verifier=make_verifier(draw(_ids), draw(st.binary(min_size=16, max_size=64))),
+            verifiers=tuple(
+                {
+                    make_verifier(key, draw(st.binary(min_size=16, max_size=64)))
+                    for key in draw(st.lists(_ids, min_size=1, max_size=3))
+                }
+            ),
             max_connections=draw(st.integers(1, limits.MAX_CLIENT_CONNECTIONS)),
             requests_per_second=draw(st.integers(1, limits.MAX_CLIENT_RPS)),
             allowed_upstreams=draw(st.frozensets(_names, max_size=3)),

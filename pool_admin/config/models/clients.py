@@ -12,6 +12,8 @@ from simple_history.models import HistoricalRecords
 
 from activity.labels import MAX_LABEL, is_kept_label, label_key
 from activity.types import LABEL_MAX_LENGTH, PROTOCOLS, QUOTA_MAX_UNITS
+from gateway_runtime.wire import limits as wire_limits
+from gateway_runtime.wire import make_verifier, new_salt
 from pool_admin.config.models.base import (
     LABEL_HELP,
     POOL_LIMITS,
@@ -20,7 +22,12 @@ from pool_admin.config.models.base import (
     label_field,
     seconds,
 )
-from pool_admin.config.models.bearer import BearerSecret, BearerSecretManager, secret_hash
+from pool_admin.config.models.bearer import (
+    HISTORY_EXCLUDED,
+    BearerSecret,
+    BearerSecretManager,
+    secret_hash,
+)
 from pool_admin.config.models.upstreams import Upstream
 
 #: Bounds of a client's limits (``create_client`` checks the same): the calls a quota may count,
@@ -74,6 +81,25 @@ class ApiClient(ConfigModel):
         default=False,
         help_text="May call GET /api/v1/inventory (live counts of the upstreams it may draw "
         "from). Off: that call is a 403.",
+    )
+
+    gateway_enabled = models.BooleanField(
+        "may use the gateway",
+        default=False,
+        help_text="Gateway workers accept this client's API keys (with the same upstreams, "
+        "regions and protocols as for extracts) and route its traffic through their proxies.",
+    )
+    gateway_max_connections = models.PositiveIntegerField(
+        "gateway connections",
+        default=100,
+        validators=bounds(1, wire_limits.MAX_CLIENT_CONNECTIONS),
+        help_text="Connections the client may hold open through one gateway worker at once.",
+    )
+    gateway_requests_per_second = models.PositiveIntegerField(
+        "gateway requests per second",
+        default=100,
+        validators=bounds(1, wire_limits.MAX_CLIENT_RPS),
+        help_text="Requests per second the client may start through one gateway worker.",
     )
 
     history = HistoricalRecords(m2m_fields=["allowed_upstreams"])
@@ -147,7 +173,13 @@ class ApiKeyManager(BearerSecretManager["ApiKey"]):
             ):
                 raise ValueError("another key has this key's prefix")
             return existing
-        key = self.model(client=client, name=name, prefix=prefix, key_hash=secret_hash(plaintext))
+        key = self.model(
+            client=client,
+            name=name,
+            prefix=prefix,
+            key_hash=secret_hash(plaintext),
+            **ApiKey.derived_from(plaintext),
+        )
         key.save()
         return key
 
@@ -163,8 +195,17 @@ class ApiKey(BearerSecret):
     KIND = "API key"
 
     client = models.ForeignKey(ApiClient, on_delete=models.CASCADE, related_name="keys")
+    #: The key's salted verifier for gateway workers (gateway_runtime/wire/verifier.py), made
+    #: while the plaintext exists; empty for a key issued before the gateway: rotate it.
+    gateway_verifier = models.CharField(max_length=200, blank=True, editable=False)
 
     objects = ApiKeyManager()
+    # The verifier stays out of history too: it is made from the key.
+    history = HistoricalRecords(excluded_fields=[*HISTORY_EXCLUDED, "gateway_verifier"])
+
+    @classmethod
+    def derived_from(cls, plaintext: str) -> dict[str, str]:
+        return {"gateway_verifier": make_verifier(plaintext, new_salt())}
 
     class Meta:
         ordering = ["client__name", "-created_at"]

@@ -204,6 +204,13 @@ class Upstream(ConfigModel):
         "setting RECHECK_LIFETIME_FRACTION, 10 by default); not at all with less than "
         "RECHECK_MIN_REMAINING_S seconds left (120 by default).",
     )
+    gateway_share_percent = models.PositiveSmallIntegerField(
+        "gateway share (%)",
+        default=50,
+        validators=bounds(0, 100),
+        help_text="How much of the upstream's usable proxies gateway workers may hold; the rest "
+        "stays for API clients' extracts. 0: none, 100: all it can take.",
+    )
 
     history = HistoricalRecords()
 

@@ -8,7 +8,7 @@ from django.db.models import Q
 from simple_history.models import HistoricalRecords
 
 from pool_admin.config.models.base import LABEL_HELP, ConfigModel, bounds, label_field
-from pool_admin.config.models.bearer import BearerSecret, BearerSecretManager
+from pool_admin.config.models.bearer import HISTORY_EXCLUDED, BearerSecret, BearerSecretManager
 from pool_admin.config.models.upstreams import Upstream
 
 
@@ -78,6 +78,7 @@ class WorkerToken(BearerSecret):
     worker = models.ForeignKey(GatewayWorker, on_delete=models.CASCADE, related_name="tokens")
 
     objects = WorkerTokenManager()
+    history = HistoricalRecords(excluded_fields=HISTORY_EXCLUDED)
 
     class Meta:
         ordering = ["worker__name", "-created_at"]

@@ -28,7 +28,15 @@ from pool_admin import bootstrap
 from pool_admin.api import auth
 from pool_admin.api.call_log import flush_call_log
 from pool_admin.api.fast_extract import FastExtract
-from pool_admin.config.models import ApiClient, ApiKey, ProviderAccount, Upstream
+from pool_admin.config.models import (
+    ApiClient,
+    ApiKey,
+    GatewayWorker,
+    ProviderAccount,
+    Upstream,
+    WorkerGroup,
+    WorkerToken,
+)
 from pool_admin.metrics.stream import flush_events
 from tests.harness.metrics import isolate_stream
 
@@ -147,6 +155,23 @@ def make_client(upstreams):
             row.allowed_upstreams.add(*Upstream.objects.filter(name__in=allowed))
         key, plaintext = ApiKey.objects.issue(row)
         return SimpleNamespace(row=row, key=key, plaintext=plaintext)
+
+    return make
+
+
+@pytest.fixture
+def make_worker(upstreams):
+    """A gateway worker in a group (made on first use) and the plaintext of a fresh token."""
+
+    def make(name: str = "edge-1", group: str = "edge-us", **fields):
+        row, created = WorkerGroup.objects.get_or_create(
+            name=group, defaults={"target_capacity": 40}
+        )
+        if created:
+            row.allowed_upstreams.add(upstreams.us)
+        worker = GatewayWorker.objects.create(name=name, group=row, **fields)
+        token, plaintext = WorkerToken.objects.issue(worker)
+        return SimpleNamespace(row=worker, group=row, token=token, plaintext=plaintext)
 
     return make
 

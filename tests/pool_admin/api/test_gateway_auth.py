@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from types import SimpleNamespace
 
 import pytest
 from django.db import connection
@@ -71,23 +70,6 @@ def problem(response: Response, status: int, code: str) -> dict:
     body = json.loads(response.content)
     assert (body["status"], body["code"]) == (status, code)
     return body
-
-
-@pytest.fixture
-def make_worker(upstreams):
-    """A gateway worker in a group (made on first use) and the plaintext of a fresh token."""
-
-    def make(name: str = "edge-1", group: str = "edge-us", **fields):
-        row, created = WorkerGroup.objects.get_or_create(
-            name=group, defaults={"target_capacity": 40}
-        )
-        if created:
-            row.allowed_upstreams.add(upstreams.us)
-        worker = GatewayWorker.objects.create(name=name, group=row, **fields)
-        token, plaintext = WorkerToken.objects.issue(worker)
-        return SimpleNamespace(row=worker, group=row, token=token, plaintext=plaintext)
-
-    return make
 
 
 def test_a_worker_token_authenticates_its_worker(make_worker):

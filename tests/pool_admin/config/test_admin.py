@@ -149,6 +149,7 @@ def upstream_form(**overrides):
         "check_url": "https://check.example/204",
         "check_timeout_ms": "5000",
         "check_interval_s": "30",
+        "gateway_share_percent": "50",
     }
     return {**data, **overrides}
 
@@ -177,6 +178,8 @@ def client_form(**overrides):
         "max_count_per_request": "100",
         "gateway_reserve": "0",
         "idempotency_ttl_s": "600",
+        "gateway_max_connections": "100",
+        "gateway_requests_per_second": "100",
         "allowed_regions": "us, de",
         "allowed_protocols": ["http", "socks5"],
         "keys-TOTAL_FORMS": "0",
