@@ -52,6 +52,7 @@ from activity.types import (
     UpsertResult,
     UpstreamInventory,
     WorkerAssignments,
+    WorkerRevision,
     WorkerSession,
 )
 
@@ -112,5 +113,6 @@ __all__ = [
     "UpsertResult",
     "UpstreamInventory",
     "WorkerAssignments",
+    "WorkerRevision",
     "WorkerSession",
 ]

@@ -35,6 +35,7 @@ from activity.types import (
     UpsertResult,
     UpstreamInventory,
     WorkerAssignments,
+    WorkerRevision,
     WorkerSession,
 )
 
@@ -113,6 +114,11 @@ class RuntimeReader(Protocol):
 
 class ControlStore(Protocol):
     def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments: ...
+
+    def worker_revision(self, worker_id: str) -> WorkerRevision:
+        """The worker's holdings revision and live session, in one O(1) step (no holdings
+        read): when neither changed since a snapshot was built, that snapshot still holds."""
+        ...
 
     def assignable(
         self, upstream_id: str, limit: int, min_remaining: timedelta

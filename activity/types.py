@@ -67,6 +67,9 @@ from activity.worker_types import (
     SnapshotRef as SnapshotRef,
 )
 from activity.worker_types import (
+    WorkerRevision as WorkerRevision,
+)
+from activity.worker_types import (
     WorkerSession as WorkerSession,
 )
 
@@ -372,6 +375,8 @@ class WorkerAssignments:
     complete: bool
     #: Each assignment's proxy, by proxy ID, read in the same atomic step.
     held: Mapping[str, HeldProxy] = field(default_factory=dict)
+    #: The worker's holdings revision these were read at (``WorkerRevision.revision``).
+    revision: int = 0
 
 
 @dataclass(frozen=True, slots=True)

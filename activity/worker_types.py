@@ -60,6 +60,22 @@ class WorkerSession:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerRevision:
+    """A worker's holdings revision and its live session, read in one atomic step without
+    reading the holdings (``ControlStore.worker_revision``): while the revision stays the
+    same, what the worker's snapshot says of its proxies has not changed."""
+
+    #: Goes up with every change to one of the worker's assignments and every rewrite of a
+    #: record it holds without draining (docs/activity-pool.md "Holdings revision"); never
+    #: for another worker's changes, reads, health updates or the session's own calls.
+    #: 0: nothing counted yet.
+    revision: int
+    #: The worker's live session (with its issued and ACKed snapshots), or None: none, or
+    #: expired.
+    session: WorkerSession | None
+
+
+@dataclass(frozen=True, slots=True)
 class AssignableProxy:
     """A proxy the ownership manager may assign: AVAILABLE, held by no one, long-lived enough."""
 

@@ -14,6 +14,7 @@ local t = track_begin(pid, rec, owner)
 owner.d = true
 hset(OWN, pid, cjson.encode(owner))
 zrem(worker_owned_key(w), pid)
+bump_revision(w)
 track_end(pid, t, rec.u, rec, owner)
 -- at: when the drain began (server clock), for the console's ticket age
 hset(TICKETS, pid, cjson.encode({w = w, ae = owner.e, re = required, at = server_ms()}))

@@ -17,8 +17,14 @@ else
 end
 hset(SESS, w, cjson.encode(s))
 zadd(SESS_EXP, s.x, w)
--- The epoch and generation counters must outlive every session that holds values of them
--- (created here if need be, so there is a key to extend).
+-- The epoch and generation counters, and the worker's holdings revision, must outlive every
+-- session that holds values of them (created here if need be, so there is a key to extend):
+-- a revision that restarted under a live session could repeat one the control plane has
+-- already answered for other holdings.
+local revision = worker_revision_key(w)
 redis.call('SET', EPOCH, 0, 'NX')
-for _, key in ipairs({SESS, SESS_EXP, GEN, EPOCH, RT, RT_EXP}) do extend(key, ttl + GRACE_MS) end
+redis.call('SET', revision, 0, 'NX')
+for _, key in ipairs({SESS, SESS_EXP, GEN, EPOCH, RT, RT_EXP, revision}) do
+  extend(key, ttl + GRACE_MS)
+end
 return ok(s)

@@ -139,8 +139,12 @@ for i, a in ipairs(cands) do
     put_rec(c.id, rec)
     set_expiry(c.id, rec)
     if owner and owner.l > rec.uu then set_lease(c.id, owner, rec.uu) end
-    if owner then  -- the worker's sets must live as long as the refreshed record
+    if owner then  -- the worker's keys must live as long as the refreshed record
       touch(owner.d and worker_draining_key(owner.w) or worker_owned_key(owner.w))
+      -- The worker's snapshot describes a proxy it holds without draining by this record:
+      -- any rewrite counts, compared or not (each rewrites fetched_at, and mostly the
+      -- lifetimes). bump_revision touches the counter as well.
+      if owner.d then touch(worker_revision_key(owner.w)) else bump_revision(owner.w) end
     end
     track_end(c.id, t, u, rec, owner)
     counts.refreshed = counts.refreshed + 1

@@ -1,8 +1,9 @@
 -- worker_assignments.lua: what a worker's next snapshot is built from, read atomically with
--- the epoch it belongs to.
+-- the epoch it belongs to and the worker's holdings revision.
 -- KEYS[1] <prefix>:{activity}:meta
 -- ARGV[1] worker ID  ARGV[2] limit
--- Returns: {"ok": {epoch, assignments: [{id, w, e, l, d}], held: [{id, s, j}], complete}}
+-- Returns: {"ok": {epoch, assignments: [{id, w, e, l, d}], held: [{id, s, j}], complete,
+--          revision}}
 --          (held: each assignment's proxy, its hot state and its static JSON as stored)
 -- Errors: layout_mismatch
 assert(#KEYS == 1 and #ARGV == 2, 'worker_assignments: arity')
@@ -15,4 +16,4 @@ for _, pid in ipairs(zread('ZRANGE', key, 0, limit - 1)) do
   if rec then held[#held + 1] = {id = pid, s = rec.s, j = hget(R, pid)} end
 end
 return ok({epoch = tonumber(redis.call('GET', EPOCH) or '0'), assignments = items,
-           held = held, complete = zread('ZCARD', key) <= limit})
+           held = held, complete = zread('ZCARD', key) <= limit, revision = revision_of(w)})

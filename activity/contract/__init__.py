@@ -42,6 +42,7 @@ from activity.contract.passive import TestPassiveHealth, TestPassiveHealthInput
 from activity.contract.quota import TestQuota, TestQuotaInput
 from activity.contract.quota_bound import TestQuotaBound
 from activity.contract.rechecks import TestRecheckInput, TestRechecks
+from activity.contract.revision import TestHoldingsRevision, TestWorkerRevisionSession
 from activity.contract.runtime import TestRuntimeInput, TestWorkerRuntime
 from activity.contract.slots import TestSlots
 from activity.contract.sweep import TestSweep
@@ -66,6 +67,7 @@ __all__ = [
     "TestHealth",
     "TestHealthBoundaries",
     "TestHealthInput",
+    "TestHoldingsRevision",
     "TestInputCaps",
     "TestOutcome",
     "TestOutcomeInput",
@@ -87,6 +89,7 @@ __all__ = [
     "TestUpsert",
     "TestUpsertBoundaries",
     "TestUpsertInput",
+    "TestWorkerRevisionSession",
     "TestWorkerRuntime",
     "TestWorkerSessions",
 ]

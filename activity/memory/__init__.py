@@ -52,6 +52,7 @@ from activity.types import (
     UpsertResult,
     UpstreamInventory,
     WorkerAssignments,
+    WorkerRevision,
     WorkerSession,
 )
 
@@ -150,6 +151,9 @@ class MemoryPool:
 
     def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
         return self._workers.worker_assignments(worker_id, limit)
+
+    def worker_revision(self, worker_id: str) -> WorkerRevision:
+        return self._workers.worker_revision(worker_id)
 
     def assignable(
         self, upstream_id: str, limit: int, min_remaining: timedelta

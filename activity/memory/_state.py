@@ -84,6 +84,9 @@ class PoolState:
     worker_owned: dict[str, ZSet] = field(default_factory=dict)  # worker -> leases not draining
     tickets: dict[str, Ticket] = field(default_factory=dict)  # proxy ID -> its drain ticket
     worker_draining: dict[str, ZSet] = field(default_factory=dict)  # worker -> ticket epochs
+    #: worker -> holdings revision (bump_revision). Never dropped: a revision must not start
+    #: again under a worker; one int per worker ID that ever held a proxy (the fleet's).
+    revisions: dict[str, int] = field(default_factory=dict)
     epoch: int = 0
     generation: int = 0  # of worker sessions
     #: The pool generation (ExtractResult.generation): a MemoryPool never loses its data.
@@ -188,6 +191,7 @@ class PoolState:
         owner = self.owners.pop(pid, None)
         if owner is None:
             return None
+        self.bump_revision(owner.worker_id)
         self.owner_expiry.remove(pid)
         zrem(self.worker_owned, owner.worker_id, pid)
         ticket = self.tickets.pop(pid, None)
@@ -257,8 +261,17 @@ class PoolState:
         return stored.value
 
     # ------------------------------------------------------------------ leases and sessions
+    def bump_revision(self, worker_id: str) -> None:
+        """One more on the worker's holdings revision (docs/activity-pool.md "Holdings
+        revision"): every change to one of its assignments and every rewrite of a record it
+        holds without draining. The changes come through ``set_lease``, ``drop_owner``,
+        ``Ownership.begin_drain`` and ``Upserts._upsert_one``'s refresh only, as in Lua
+        (``bump_revision`` in lua/lib/ownership_drain.lua), so both count alike."""
+        self.revisions[worker_id] = self.revisions.get(worker_id, 0) + 1
+
     def set_lease(self, proxy_id: str, owner: Owner, lease_ms: int) -> None:
         owner.lease_ms = lease_ms
+        self.bump_revision(owner.worker_id)
         self.owner_expiry.add(proxy_id, lease_ms)
         if not owner.draining:
             zadd(self.worker_owned, owner.worker_id, proxy_id, lease_ms)

@@ -77,6 +77,7 @@ class Ownership:
             with s.tracking(rec):
                 owner.draining = True
                 zrem(s.worker_owned, worker_id, proxy_id)
+            s.bump_revision(worker_id)
             s.tickets[proxy_id] = Ticket(worker_id, owner.epoch, s.epoch, began_ms=s.server_now())
             zadd(s.worker_draining, worker_id, proxy_id, s.epoch)
             return owner.view(proxy_id)

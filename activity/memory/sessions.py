@@ -37,6 +37,7 @@ from activity.types import (
     SnapshotRef,
     UpstreamInventory,
     WorkerAssignments,
+    WorkerRevision,
     WorkerSession,
 )
 
@@ -95,7 +96,23 @@ class WorkerSessions:
                 for a in items
                 if (rec := s.records.get(a.proxy_id)) is not None
             }
-            return WorkerAssignments(s.epoch, items, complete=len(owned) <= n, held=held)
+            return WorkerAssignments(
+                s.epoch,
+                items,
+                complete=len(owned) <= n,
+                held=held,
+                revision=s.revisions.get(worker_id, 0),
+            )
+
+    def worker_revision(self, worker_id: str) -> WorkerRevision:
+        s = self._s
+        text(worker_id, "worker_id", s.options)
+        with s.lock:
+            check_deadline()
+            live = s.live_session(worker_id)
+            return WorkerRevision(
+                s.revisions.get(worker_id, 0), None if live is None else live.view(worker_id)
+            )
 
     def assignable(
         self, upstream_id: str, limit: int, min_remaining: timedelta

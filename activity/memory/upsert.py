@@ -137,6 +137,10 @@ class Upserts:
                 owner = s.owners.get(rec.proxy_id)
                 if owner is not None and owner.lease_ms > rec.usable_ms:
                     s.set_lease(rec.proxy_id, owner, rec.usable_ms)  # lease <= usable_until
+                if owner is not None and not owner.draining:
+                    # The worker's snapshot describes the proxy by this record: any rewrite
+                    # counts, compared or not (each rewrites fetched_at, mostly the lifetimes).
+                    s.bump_revision(owner.worker_id)
             counts["refreshed"] += 1
         return False
 

@@ -42,6 +42,7 @@ SCRIPT_NAMES = (
     "write_report",
     "read_runtime",
     "worker_assignments",
+    "worker_revision",
     "assignable",
     "drain_tickets",
     "upstream_inventory",

@@ -1,9 +1,9 @@
 """RedisPool's worker-runtime family: sessions, snapshots and drain tickets, runtime reports, slots.
 
 The pool delegates these ports here (activity/redis/__init__.py); the Lua is open_session.lua,
-worker_assignments.lua, assignable.lua, issue_snapshot.lua, acknowledge_snapshot.lua,
-drain_tickets.lua, write_report.lua, read_runtime.lua and upstream_inventory.lua with
-lua/lib/sessions_slots.lua.
+worker_assignments.lua, worker_revision.lua, assignable.lua, issue_snapshot.lua,
+acknowledge_snapshot.lua, drain_tickets.lua, write_report.lua, read_runtime.lua and
+upstream_inventory.lua with lua/lib/sessions_slots.lua.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from activity.types import (
     SnapshotRef,
     UpstreamInventory,
     WorkerAssignments,
+    WorkerRevision,
     WorkerSession,
 )
 
@@ -64,7 +65,15 @@ class WorkerCalls:
         reply = self._scripts.call("worker_assignments", worker_id, n)
         items = tuple(assignment(a) for a in as_list(reply["assignments"]))
         held = {str(h["id"]): held_proxy(h["s"], h["j"]) for h in as_list(reply["held"])}
-        return WorkerAssignments(int(reply["epoch"]), items, bool(reply["complete"]), held)
+        return WorkerAssignments(
+            int(reply["epoch"]), items, bool(reply["complete"]), held, int(reply["revision"])
+        )
+
+    def worker_revision(self, worker_id: str) -> WorkerRevision:
+        v.text(worker_id, "worker_id", self.options)
+        reply = self._scripts.call("worker_revision", worker_id)
+        live = reply["s"]
+        return WorkerRevision(int(reply["r"]), None if live is None else session(worker_id, live))
 
     def assignable(
         self, upstream_id: str, limit: int, min_remaining: timedelta, now_ms: int

@@ -1,9 +1,31 @@
--- lib/ownership_drain.lua: worker ownership (assign, renew, expire, worker_assignments) and
--- the drain barrier (begin_drain, acknowledge_drain, drain_tickets, and write_report's release
--- of drained proxies).
+-- lib/ownership_drain.lua: worker ownership (assign, renew, expire, worker_assignments), a
+-- worker's holdings revision (worker_revision) and the drain barrier (begin_drain,
+-- acknowledge_drain, drain_tickets, and write_report's release of drained proxies).
+
+-- A worker's holdings revision (docs/activity-pool.md "Holdings revision"): one more, in the
+-- step that makes the change, for every change to one of the worker's assignments and every
+-- rewrite of a record it holds without draining, so the control plane can tell an unchanged
+-- snapshot without reading the holdings. The changes come through three places only:
+-- set_lease, drop_owner and begin_drain.lua, plus upsert.lua's refresh of a held record.
+-- MemoryPool's pair: `PoolState.bump_revision` (activity/memory/_state.py).
+local function bump_revision(w)
+  local key = worker_revision_key(w)
+  -- A counter this call creates (its worker had neither a session nor a holding to keep it)
+  -- gets a lifetime at once: a cleaning call that never extends keys (extract, sweep) would
+  -- otherwise leave it forever. `touch` takes it to the horizon when the call extends keys.
+  if redis.call('INCR', key) == 1 and redis.call('PTTL', key) == -1 then
+    redis.call('PEXPIRE', key, GRACE_MS)
+  end
+  touch(key)
+end
+
+local function revision_of(w)
+  return tonumber(redis.call('GET', worker_revision_key(w)) or '0')
+end
 
 local function set_lease(pid, owner, lease)
   owner.l = lease
+  bump_revision(owner.w)
   hset(OWN, pid, cjson.encode(owner))
   zadd(OWN_EXP, lease, pid)
   touch(OWN); touch(OWN_EXP)
@@ -17,6 +39,7 @@ end
 local function drop_owner(pid)
   local owner = get_owner(pid)
   if not owner then return nil end
+  bump_revision(owner.w)
   hdel(OWN, pid)
   zrem(OWN_EXP, pid)
   zrem(worker_owned_key(owner.w), pid)

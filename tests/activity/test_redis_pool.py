@@ -173,6 +173,29 @@ def test_key_lifetimes_only_grow(redis_url):
     session_floor = (25 * MIN).total_seconds() * 1000
     assert client.pttl(ns + "session-generation") >= session_floor
     assert client.pttl(ns + "epoch") >= session_floor
+    # So does the worker's holdings revision: restarted under a live session, it could repeat
+    # a revision the control plane has answered for other holdings.
+    [revision] = list(client.scan_iter(match=ns + "worker-rev:*"))
+    assert client.pttl(revision) >= session_floor
+
+
+def test_a_revision_a_cleaning_counts_afresh_gets_a_lifetime(redis_url):
+    """Key lifetimes: a sweep extends no key; when it ends an assignment whose worker's
+    revision key had already expired (no session, nothing else held), the counter it creates
+    still expires, never lives forever."""
+    pool, clock = pool_at(redis_url)
+    now = clock.now()
+    stock(pool, now, 1, ttl=2 * MIN)
+    pool.assign(now, "p0", "w1", MIN)
+    client = redis.Redis.from_url(redis_url)
+    [revision] = list(client.scan_iter(match=f"{pool.options.prefix}:{{activity}}:worker-rev:*"))
+    client.delete(revision)  # as if it had expired
+    clock.advance(3 * MIN)
+    assert pool.sweep(10).expired == 1
+    assert client.get(revision) == b"1"
+    assert 0 < client.pttl(revision) <= 60_000
+    client.close()
+    pool.close()
 
 
 def test_an_exits_failure_count_and_suspicion_outlive_the_pools_horizon(redis_url):
