@@ -37,6 +37,7 @@ from activity import (
     SnapshotRef,
     SystemClock,
 )
+from activity._validation.upsert import unique_key_digest
 from activity.errors import ActivityError
 from tests.harness.state_machines import run_machine
 
@@ -48,6 +49,14 @@ UPSTREAMS = ["u1", "u2"]
 SEC = timedelta(seconds=1)
 # Small bounds so cleaning budgets, chunking and fail-closed scans are exercised too.
 OPTIONS = {"clean_budget": 2, "scan_budget": 6, "script_batch_cap": 3}
+
+
+def _revision(pool: Any, worker: str) -> tuple[int, Any]:
+    """worker_revision without the session's expiry, which each store takes from its own clock.
+    Both count every change alike, so the revisions themselves must be equal."""
+    r = pool.worker_revision(worker)
+    s = r.session
+    return r.revision, s and (s.session_id, s.generation, s.issued, s.acked)
 
 
 def _outcome(call: Any) -> tuple[str, Any]:
@@ -177,6 +186,36 @@ class Differential(RuleBasedStateMachine):
     @rule(pid=st.sampled_from(PROXIES), worker=st.sampled_from(WORKERS), ttl=st.integers(5, 60))
     def assign(self, pid, worker, ttl) -> None:
         self.both(lambda p: p.assign(self.clock.now(), pid, worker, ttl * SEC))
+
+    @rule(worker=st.sampled_from(WORKERS), ttl=st.integers(5, 60), pick=st.integers(0, 9))
+    def assign_available(self, worker, ttl, pick) -> None:
+        """Assign a proxy the reference holds AVAILABLE and unowned: drawn blindly, an assign
+        seldom meets one, and the ownership paths (the holdings revision's) went untried."""
+        state = self.memory._state
+        free = sorted(
+            pid
+            for pid, rec in state.records.items()
+            if rec.state is ProxyState.AVAILABLE and pid not in state.owners
+        )
+        if free:
+            self.assign(free[pick % len(free)], worker, ttl)
+
+    @rule(
+        pick=st.integers(0, 9),
+        ttl=st.sampled_from([10, 30, 90]),
+        region=st.sampled_from(["us", "de", None]),
+    )
+    def refresh_held(self, pick, ttl, region) -> None:
+        """A provider listing a held proxy again (its own upstream and exit): the record is
+        rewritten under its owner, a lease perhaps cut, the holdings revision counted."""
+        state = self.memory._state
+        held = sorted(pid for pid in state.owners if pid in state.records)
+        if not held:
+            return
+        rec = state.records[held[pick % len(held)]]
+        n = int(rec.proxy_id[1:])
+        [key] = [i for i in range(10) if unique_key_digest(f"k{i}") == rec.key_digest]
+        self.upsert(rec.upstream_id, [rec.proxy_id], ttl, region, (key - n) % 10, 100, None)
 
     @rule(pid=st.sampled_from(PROXIES), ttl=st.integers(5, 60), wrong=st.booleans())
     def renew(self, pid, ttl, wrong) -> None:
@@ -344,6 +383,8 @@ class Differential(RuleBasedStateMachine):
             self.both(lambda p, u=upstream: p.upstream_inventory(u))
         for worker in WORKERS:
             self.both(lambda p, w=worker: p.drain_tickets(w, 10))
+            self.both(lambda p, w=worker: _revision(p, w))
+            self.both(lambda p, w=worker: p.worker_assignments(w, 10))  # with its revision
             self.both(
                 lambda p, w=worker: (lambda r: r and (r.sequence, r.entries))(p.read_runtime(w))
             )
