@@ -31,7 +31,8 @@ def revision(h: PoolHarness, worker: str = "w1") -> int:
 
 class TestHoldingsRevision:
     def test_every_change_to_an_assignment_counts(self, make_pool):
-        """Holdings revision: assign, renew, begin_drain, a release, expire each count."""
+        """Holdings revision: assign, renew, begin_drain and expire each count; the release of
+        a drained proxy, already out of the snapshot, does not."""
         h = make_pool()
         w = _World(h, "p1", "p2")  # two assigns, a snapshot issued and ACKed
         seen = [revision(h)]
@@ -45,21 +46,35 @@ class TestHoldingsRevision:
         w.snapshot()  # excludes p1, so the drain may end
         status = h.pool.acknowledge_drain("p1", "w1", w.assignments["p1"].epoch, 0, 0)
         assert status.value == "released"
-        seen.append(revision(h))
+        assert revision(h) == seen[-1]
         assert h.pool.expire(h.now + 3 * MIN, 10)  # p2 (5 min) is left, p3 (2 min) lapses
         seen.append(revision(h))
         assert seen == sorted(set(seen)), seen  # strictly increasing
         assert seen[0] > 0  # the first assigns counted too
 
-    def test_a_release_by_a_report_counts(self, make_pool):
-        """Holdings revision: write_report releasing a drained proxy counts."""
+    def test_a_release_by_a_report_does_not_count(self, make_pool):
+        """Holdings revision: write_report releasing a drained proxy changes no snapshot (the
+        proxy left it when its drain began), so the worker's next poll stays a 304."""
         h = make_pool()
         w = _World(h, "p1", "p2")
         h.pool.begin_drain("p1", "w1", w.assignments["p1"].epoch)
         w.snapshot()
         before = revision(h)
         assert h.pool.write_report(w.report(w.entry("p2", 1))).released == ("p1",)
-        assert revision(h) > before
+        assert revision(h) == before
+
+    def test_an_expiry_of_a_drained_proxy_does_not_count(self, make_pool):
+        """Holdings revision: a drained proxy's lease lapsing and its assignment expiring are
+        out of every snapshot; only the held one's expiry counts."""
+        h = make_pool()
+        w = _World(h, "p1", "p2")
+        h.pool.begin_drain("p1", "w1", w.assignments["p1"].epoch)
+        before = revision(h)
+        h.upsert([h.proxy("p1", ttl=2 * MIN)])  # cuts the drained proxy's lease
+        assert revision(h) == before
+        expired = h.pool.expire(h.now + 3 * MIN, 10)
+        assert [a.proxy_id for a in expired] == ["p1"]
+        assert revision(h) == before
 
     def test_a_provider_refresh_of_a_held_proxy_counts(self, make_pool):
         """Holdings revision: the snapshot describes a held proxy by its record; an upsert
@@ -74,7 +89,8 @@ class TestHoldingsRevision:
         assert revision(h) > again
 
     def test_a_refresh_that_cuts_the_lease_counts(self, make_pool):
-        """Holdings revision: a refresh moving usable_until before the lease cuts the lease."""
+        """Holdings revision: a refresh moving usable_until before a held proxy's lease cuts
+        the lease."""
         h = make_pool()
         w = _World(h, "p1")
         before = revision(h)

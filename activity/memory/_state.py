@@ -191,7 +191,8 @@ class PoolState:
         owner = self.owners.pop(pid, None)
         if owner is None:
             return None
-        self.bump_revision(owner.worker_id)
+        if not owner.draining:  # a draining one is out of the snapshot already
+            self.bump_revision(owner.worker_id)
         self.owner_expiry.remove(pid)
         zrem(self.worker_owned, owner.worker_id, pid)
         ticket = self.tickets.pop(pid, None)
@@ -263,15 +264,17 @@ class PoolState:
     # ------------------------------------------------------------------ leases and sessions
     def bump_revision(self, worker_id: str) -> None:
         """One more on the worker's holdings revision (docs/activity-pool.md "Holdings
-        revision"): every change to one of its assignments and every rewrite of a record it
-        holds without draining. The changes come through ``set_lease``, ``drop_owner``,
-        ``Ownership.begin_drain`` and ``Upserts._upsert_one``'s refresh only, as in Lua
-        (``bump_revision`` in lua/lib/ownership_drain.lua), so both count alike."""
+        revision"): every change to one of its assignments not draining (what its snapshot
+        holds) and every rewrite of a record it holds without draining. The changes come
+        through ``set_lease``, ``drop_owner``, ``Ownership.begin_drain`` and
+        ``Upserts._upsert_one``'s refresh only, as in Lua (``bump_revision`` in
+        lua/lib/ownership_drain.lua), so both count alike."""
         self.revisions[worker_id] = self.revisions.get(worker_id, 0) + 1
 
     def set_lease(self, proxy_id: str, owner: Owner, lease_ms: int) -> None:
         owner.lease_ms = lease_ms
-        self.bump_revision(owner.worker_id)
+        if not owner.draining:  # a draining one's lease is in no snapshot
+            self.bump_revision(owner.worker_id)
         self.owner_expiry.add(proxy_id, lease_ms)
         if not owner.draining:
             zadd(self.worker_owned, owner.worker_id, proxy_id, lease_ms)

@@ -3,9 +3,10 @@
 -- acknowledge_drain, drain_tickets, and write_report's release of drained proxies).
 
 -- A worker's holdings revision (docs/activity-pool.md "Holdings revision"): one more, in the
--- step that makes the change, for every change to one of the worker's assignments and every
--- rewrite of a record it holds without draining, so the control plane can tell an unchanged
--- snapshot without reading the holdings. The changes come through three places only:
+-- step that makes the change, for every change to one of the worker's assignments that are not
+-- draining (what its snapshot holds) and every rewrite of a record it holds without draining,
+-- so the control plane can tell an unchanged snapshot without reading the holdings. A draining
+-- assignment is out of the snapshot: its lease and its release change nothing there. The changes come through three places only:
 -- set_lease, drop_owner and begin_drain.lua, plus upsert.lua's refresh of a held record.
 -- MemoryPool's pair: `PoolState.bump_revision` (activity/memory/_state.py).
 local function bump_revision(w)
@@ -25,7 +26,7 @@ end
 
 local function set_lease(pid, owner, lease)
   owner.l = lease
-  bump_revision(owner.w)
+  if not owner.d then bump_revision(owner.w) end
   hset(OWN, pid, cjson.encode(owner))
   zadd(OWN_EXP, lease, pid)
   touch(OWN); touch(OWN_EXP)
@@ -39,7 +40,7 @@ end
 local function drop_owner(pid)
   local owner = get_owner(pid)
   if not owner then return nil end
-  bump_revision(owner.w)
+  if not owner.d then bump_revision(owner.w) end
   hdel(OWN, pid)
   zrem(OWN_EXP, pid)
   zrem(worker_owned_key(owner.w), pid)
