@@ -13,7 +13,9 @@ The handles, each built from settings on first use:
 * the API-key cache (``api_key_cache``: verified keys' principals, pool_admin/api/auth.py);
 * the worker-token cache (``worker_token_cache``: verified gateway worker tokens' principals,
   pool_admin/api/gateway_auth.py);
-* the API's call log (``call_log``: its lines written in batches, pool_admin/api/call_log.py).
+* the API's call log (``call_log``: its lines written in batches, pool_admin/api/call_log.py);
+* the gateway's snapshot publisher (``snapshot_publisher``, on the pool and its clock) and the
+  gateway clients its snapshots carry (``gateway_clients``, pool_admin/gateway_clients.py).
 
 Callers hold the narrow accessor and type against the ports (``ActivityPool``,
 ``FetchScheduler``), never against the Redis classes. One pool and one scheduler per process,
@@ -47,12 +49,13 @@ import redis
 from django.conf import settings
 
 from activity import PoolOptions
-from activity.clock import Clock
+from activity.clock import Clock, SystemClock
 from activity.credentials import FetchCredentials
 from activity.ports import ActivityPool
 from activity.redis import RedisPool
 from activity.scheduler import FetchScheduler
 from activity.scheduler.redis import RedisScheduler
+from activity.snapshot_publisher import PublisherPolicy, SnapshotPublisher
 from activity.tick_lease import TickLease
 from activity.tick_lease.redis import RedisTickLease
 
@@ -60,6 +63,7 @@ if TYPE_CHECKING:  # built on first use: these import Django's models and the ha
     from activity.log_batches import LogBatches
     from pool_admin.api.auth import KeyCache, Principal
     from pool_admin.api.gateway_auth import WorkerPrincipal
+    from pool_admin.gateway_clients import GatewayClientsCache
     from pool_admin.metrics.stream import EventStream
 
 #: Bounds every call of the scheduler on a Redis that stopped answering.
@@ -107,6 +111,8 @@ class _Handles:
         self.keys = _Lazy(_key_cache)
         self.worker_tokens = _Lazy(_token_cache)
         self.leases = _Lazy(self._leases)
+        self.publisher = _Lazy(self._publisher)
+        self.gateway_clients = _Lazy(_clients_cache)
 
     def _pool(self) -> RedisPool:
         where = target()
@@ -129,6 +135,13 @@ class _Handles:
         client = redis.Redis.from_url(where.redis_url, socket_timeout=SCHEDULER_SOCKET_TIMEOUT_S)
         self.clients.append(client)
         return RedisTickLease(client, prefix=where.prefix)
+
+    def _publisher(self) -> SnapshotPublisher:
+        policy = PublisherPolicy(
+            max_proxies=PoolOptions().max_report_entries,
+            max_staleness=timedelta(seconds=settings.GATEWAY_MAX_STALENESS_S),
+        )
+        return SnapshotPublisher(self.pool.get(), _clock or SystemClock(), policy)
 
     def close(self) -> None:
         if self.pool.value is not None:
@@ -153,6 +166,12 @@ def _token_cache() -> KeyCache[WorkerPrincipal]:
     from pool_admin.api.auth import KeyCache
 
     return KeyCache()
+
+
+def _clients_cache() -> GatewayClientsCache:
+    from pool_admin.gateway_clients import GatewayClientsCache
+
+    return GatewayClientsCache()
 
 
 def _event_stream() -> EventStream:
@@ -214,6 +233,16 @@ def api_key_cache() -> KeyCache[Principal]:
 def worker_token_cache() -> KeyCache[WorkerPrincipal]:
     """The process's cache of verified gateway worker tokens (pool_admin/api/gateway_auth.py)."""
     return _handles.worker_tokens.get()
+
+
+def snapshot_publisher() -> SnapshotPublisher:
+    """The process's gateway snapshot publisher, on the pool and the pool's clock."""
+    return _handles.publisher.get()
+
+
+def gateway_clients() -> GatewayClientsCache:
+    """The process's gateway clients, read from PostgreSQL at most every few seconds."""
+    return _handles.gateway_clients.get()
 
 
 def event_stream() -> EventStream:

@@ -40,9 +40,15 @@ from activity.errors import (
     InsufficientInventory,
     InvalidRequest,
     OutcomeRejected,
+    ReportRejected,
     ScanBudgetExhausted,
+    SessionExpired,
+    SessionFenced,
+    SnapshotRejected,
     StoreUnavailable,
 )
+from activity.snapshot_publisher import AckMismatch, SnapshotTooLarge
+from gateway_runtime.wire import WireBoundError, WireError
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +74,18 @@ _TITLES = {
     "store_unavailable": "Store unavailable",
     "scan_budget_exhausted": "Temporarily unable to answer",
     "internal_error": "Internal error",
+    "session_fenced": "Session replaced",
+    "session_expired": "Session expired",
+    "unknown_snapshot": "Not the snapshot last issued",
+    "snapshot_conflict": "Snapshot issued concurrently",
+    "stale_epoch": "Snapshot epoch mismatch",
+    "checksum_mismatch": "Snapshot checksum mismatch",
+    "stale_snapshot": "Report names another snapshot",
+    "sequence_regression": "Report sequence went back",
+    "sequence_conflict": "Report sequence reused with another body",
+    "sequence_gap": "Report sequence skipped",
+    "ownership_mismatch": "Report counts a proxy the worker does not hold",
+    "snapshot_too_large": "Snapshot over its bound",
 }
 _RETRY = {"Retry-After": str(RETRY_AFTER_S)}
 _BEARER = {"WWW-Authenticate": 'Bearer realm="api"'}
@@ -198,6 +216,68 @@ def _outcome_rejected(exc: OutcomeRejected) -> ProblemAnswer:
     return ProblemAnswer(404, "not_found", detail)
 
 
+#: The gateway worker's refusals (docs/gateway.md, "The control API"): each code says what the
+#: worker does next.
+_REOPEN = "Open a new session (POST /api/v1/gateway/sessions) and fetch its snapshot."
+_SNAPSHOT_CODES = {
+    "not_issued": (
+        "unknown_snapshot",
+        "This is not the snapshot last issued to the session; "
+        "fetch the current one and acknowledge that.",
+    ),
+    "version_order": (
+        "snapshot_conflict",
+        "Another request of this session issued a snapshot at the same time; fetch again.",
+    ),
+}
+_REPORT_CODES = {
+    "snapshot_mismatch": (
+        "stale_snapshot",
+        "The report must name the snapshot version and epoch the session acknowledged last.",
+    ),
+    "sequence_regression": (
+        "sequence_regression",
+        "The report_sequence is lower than the last "
+        "accepted one; continue from the last accepted sequence + 1.",
+    ),
+    "sequence_conflict": (
+        "sequence_conflict",
+        "The report_sequence was accepted before with another body; send the next sequence.",
+    ),
+    "sequence_gap": (
+        "sequence_gap",
+        "The report_sequence must be exactly the last accepted one + 1.",
+    ),
+    "ownership_mismatch": (
+        "ownership_mismatch",
+        "The report counts connections on proxies this worker does not hold at the epoch given.",
+    ),
+}
+#: Proxy IDs an ``ownership_mismatch`` answer names at most.
+MAX_NAMED_PROXIES = 100
+
+
+def _session_fenced(exc: SessionFenced) -> ProblemAnswer:
+    if isinstance(exc, SessionExpired):
+        return ProblemAnswer(409, "session_expired", f"The session expired. {_REOPEN}")
+    return ProblemAnswer(
+        409, "session_fenced", f"The session was replaced or never opened. {_REOPEN}"
+    )
+
+
+def _snapshot_rejected(exc: SnapshotRejected) -> ProblemAnswer:
+    code, detail = _SNAPSHOT_CODES.get(exc.reason or "", ("snapshot_conflict", str(exc)))
+    return ProblemAnswer(409, code, detail)
+
+
+def _report_rejected(exc: ReportRejected) -> ProblemAnswer:
+    code, detail = _REPORT_CODES.get(exc.reason or "", ("invalid_request", str(exc)))
+    extra: dict[str, Any] = {}
+    if exc.proxy_ids:
+        extra["proxy_ids"] = list(exc.proxy_ids[:MAX_NAMED_PROXIES])
+    return ProblemAnswer(409, code, detail, extra=extra)
+
+
 def _api_exception(exc: exceptions.APIException) -> ProblemAnswer:
     """A DRF error without a row of its own (e.g. auth.ConfigUnavailable, 503)."""
     code = exc.default_code if isinstance(exc.default_code, str) else "error"
@@ -235,6 +315,13 @@ _TABLE: tuple[tuple[Any, Callable[[Any], ProblemAnswer]], ...] = (
         "Fewer matching proxies than requested; nothing was extracted.",
         extra={"requested": e.requested, "available": e.available})),
     (OutcomeRejected, _outcome_rejected),
+    (SessionFenced, _session_fenced),
+    (SnapshotRejected, _snapshot_rejected),
+    (AckMismatch, lambda e: ProblemAnswer(409, e.code, str(e))),
+    (ReportRejected, _report_rejected),
+    (SnapshotTooLarge, lambda e: ProblemAnswer(503, "snapshot_too_large", str(e), _RETRY)),
+    (WireBoundError, lambda e: ProblemAnswer(413, "payload_too_large", str(e))),
+    (WireError, lambda e: ProblemAnswer(400, "invalid_request", str(e))),
     (StoreUnavailable | redis.RedisError, lambda e: ProblemAnswer(
         503, "store_unavailable", "The proxy store is unavailable.", _RETRY)),
     (ScanBudgetExhausted, lambda e: ProblemAnswer(
@@ -305,6 +392,11 @@ class ProblemSerializer(serializers.Serializer):  # type: ignore[type-arg]
     )
     requested = serializers.IntegerField(required=False)
     available = serializers.IntegerField(required=False)
+    proxy_ids = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text=f"ownership_mismatch: the proxies at fault (at most {MAX_NAMED_PROXIES}).",
+    )
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:

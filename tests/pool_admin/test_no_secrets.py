@@ -25,6 +25,7 @@ from rest_framework.test import APIClient
 
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, PoolOptions, ProxyState
 from activity.redis import RedisPool
+from gateway_runtime.wire import SnapshotAck
 from pool_admin import bootstrap
 from pool_admin.api.call_log import call_lines, flush_call_log
 from pool_admin.config.credential_store import CredentialStore
@@ -44,10 +45,12 @@ from pool_admin.config.models import (
     WorkerGroup,
     WorkerToken,
 )
+from pool_admin.gateway_tasks import run_ownership_tick
 from pool_admin.localservices import free_port
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.events import Event
 from tests.pool_admin.api.conftest import FastFirstHandler
+from tests.pool_admin.api.simulated_worker import BASE, SimulatedWorker
 from tests.pool_admin.api.test_gateway_auth import call as call_as_worker
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
@@ -328,6 +331,53 @@ def test_no_secret_in_admin_redis_keys_logs_or_errors(
     assert {("extract", "ok"), ("extract", "insufficient_inventory"),
             ("extract", "idempotency_conflict"), ("outcome", "ok"),
             ("outcome", "conflict"), ("outcome", "not_found")} <= seen, logged  # fmt: skip
+    for record in caplog.records:
+        text = record.getMessage()
+        if record.exc_info:
+            text += logging.Formatter().formatException(record.exc_info)
+        assert_no_secret(text, f"a log record of {record.name}", secrets)
+
+
+def test_no_secret_over_the_gateway_control_api(world, caplog, redis_url):
+    """A worker's whole control traffic, right and wrong: the proxy password only in its 200
+    snapshot bodies; never the API key, its stored hash or a SecretRef, even there."""
+    caplog.set_level(logging.DEBUG)
+    secrets = world["secrets"]
+    ApiClient.objects.filter(name="crawler-1").update(gateway_enabled=True)
+    Upstream.objects.filter(name="acme-us").update(gateway_share_percent=100)
+    key_hash = ApiKey.objects.get(name="prod").key_hash
+    in_snapshots = {k: v for k, v in secrets.items() if k != "proxy password"}
+    in_snapshots["API key hash"] = key_hash
+    worker = SimulatedWorker(world["token"])
+    opened = worker.open()
+    assert opened.status_code == 200
+    assert run_ownership_tick() is not None
+    fetched = worker.fetch()
+    assert fetched.status_code == 200, fetched.content
+    assert PROXY_PASSWORD in fetched.content.decode()  # the one place it belongs
+    assert_no_secret(fetched.content.decode(), "a snapshot", in_snapshots)
+    assert [c.name for c in worker.snapshot.clients] == ["crawler-1"]
+
+    wrong = SimulatedWorker(f"{world['token']}x")
+    answers = [opened, worker.fetch(), worker.ack(), worker.report(),
+               worker.ack(SnapshotAck(worker.snapshot.version, worker.snapshot.epoch, "0" * 64)),
+               worker.report(worker.report_body(sequence=5)),
+               worker.client.post(f"{BASE}/reports",
+                                  json.dumps({"wire": 1, "password": PROXY_PASSWORD}),
+                                  content_type="application/json",
+                                  HTTP_GATEWAY_SESSION=worker.session_id),
+               wrong.open(), SimulatedWorker(world["plaintext"]).open()]  # fmt: skip
+    SimulatedWorker(world["token"]).open()  # a new session fences the first
+    answers += [worker.report(), worker.fetch(conditional=False)]
+    bootstrap.point_at(f"redis://:{PROXY_PASSWORD}@127.0.0.1:{free_port()}/0", "t-down")
+    answers.append(worker.open())
+    bootstrap.point_at(redis_url, world["prefixes"][0])
+    statuses = [r.status_code for r in answers]
+    assert statuses == [200, 304, 200, 200, 409, 409, 400, 401, 401, 409, 409, 503], statuses
+    for response in answers:
+        where = f"a worker's {response.status_code} answer"
+        assert_no_secret(response.content.decode(), where, {**secrets, "API key hash": key_hash})
+        assert_no_secret(str(dict(response.items())), where, secrets)
     for record in caplog.records:
         text = record.getMessage()
         if record.exc_info:

@@ -79,6 +79,11 @@ def test_every_429_and_503_declares_a_required_integer_retry_after(schema):
         (OUTCOME, "503"),
         (INVENTORY, "429"),
         (INVENTORY, "503"),
+        *(
+            (("post", f"/api/v1/gateway/{p}"), "503")
+            for p in ("sessions", "snapshot/ack", "reports")
+        ),
+        (("get", "/api/v1/gateway/snapshot"), "503"),
     }
 
 
