@@ -8,6 +8,9 @@ from django.contrib import admin
 from pool_admin.config.models import (
     ClientDraws,
     ClientUsage,
+    GatewayActivity,
+    GatewayTicks,
+    GatewayTraffic,
     UpstreamChecks,
     UpstreamDrops,
     UpstreamQuality,
@@ -78,3 +81,41 @@ class ClientDrawsAdmin(UsageAdmin):
     list_display = ("period_start", "hourly", "client", "upstream", "region", "proxies")
     list_filter = ("upstream", "region", "hourly")
     search_fields = ("client", "upstream")
+
+
+@admin.register(GatewayTicks)
+class GatewayTicksAdmin(UsageAdmin):
+    list_display = ("period_start", "hourly", "ticks", "duration_ms", "cut_short", "expired")
+    list_filter = ("hourly",)
+
+
+@admin.register(GatewayActivity)
+class GatewayActivityAdmin(UsageAdmin):
+    list_display = (
+        "period_start",
+        "hourly",
+        "worker_group",
+        "assigned",
+        "renewed",
+        "drains_begun",
+        "released",
+        "refused",
+    )
+    list_filter = ("worker_group", "hourly")
+    search_fields = ("worker_group",)
+
+
+@admin.register(GatewayTraffic)
+class GatewayTrafficAdmin(UsageAdmin):
+    list_display = (
+        "period_start",
+        "hourly",
+        "worker_group",
+        "upstream",
+        "requests",
+        "bytes_up",
+        "bytes_down",
+        "errors",
+    )
+    list_filter = ("worker_group", "upstream", "hourly")
+    search_fields = ("worker_group", "upstream")

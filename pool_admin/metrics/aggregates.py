@@ -22,6 +22,9 @@ from activity.types import Outcome
 from pool_admin.config.models import (
     ClientDraws,
     ClientUsage,
+    GatewayActivity,
+    GatewayTicks,
+    GatewayTraffic,
     UpstreamChecks,
     UpstreamDrops,
     UpstreamQuality,
@@ -61,8 +64,23 @@ DROPS = Table(UpstreamDrops, ("upstream", "reason"), ("entries",))
 CHECKS = Table(UpstreamChecks, ("upstream", "source", "result"), ("proxies",))
 CLIENT_USAGE = Table(ClientUsage, ("client", "outcome"), ("calls", "returned", "duration_ms"))
 CLIENT_DRAWS = Table(ClientDraws, ("client", "upstream", "region"), ("proxies",))
+#: No dimension: a tick is the whole deployment's (one row per period).
+GATEWAY_TICKS = Table(GatewayTicks, (), ("ticks", "duration_ms", "cut_short", "expired"))
+OWNERSHIP = ("assigned", "renewed", "drains_begun", "released", "refused")
+GATEWAY_ACTIVITY = Table(GatewayActivity, ("worker_group",), OWNERSHIP)
+TRAFFIC = ("requests", "bytes_up", "bytes_down", "errors")
+GATEWAY_TRAFFIC = Table(GatewayTraffic, ("worker_group", "upstream"), TRAFFIC)
 #: Every aggregate table, in the one order every writer writes them.
-TABLES = (QUALITY, DROPS, CHECKS, CLIENT_USAGE, CLIENT_DRAWS)
+TABLES = (
+    QUALITY,
+    DROPS,
+    CHECKS,
+    CLIENT_USAGE,
+    CLIENT_DRAWS,
+    GATEWAY_TICKS,
+    GATEWAY_ACTIVITY,
+    GATEWAY_TRAFFIC,
+)
 
 
 class Sums:
@@ -165,6 +183,35 @@ def _fetch_failed(sums: Sums, e: Event) -> None:
     sums.total("fetch_failures", e.fields["upstream"], e.fields["error"])
 
 
+def _gateway_tick(sums: Sums, e: Event) -> None:
+    f = e.fields
+    cut_short = int(f["cut_short"])
+    sums.add(GATEWAY_TICKS, (), e.at_ms, ticks=1, duration_ms=f["duration_ms"],
+             cut_short=cut_short, expired=f["expired"])  # fmt: skip
+    sums.total("gateway_ticks")
+    sums.total("gateway_tick_duration_ms", amount=f["duration_ms"])
+    sums.total("gateway_ticks_cut_short", amount=cut_short)
+    sums.total("gateway_expired_leases", amount=f["expired"])
+
+
+def _gateway_ownership(sums: Sums, e: Event) -> None:
+    group = e.fields["group"]
+    figures = {column: e.fields[column] for column in OWNERSHIP}
+    sums.add(GATEWAY_ACTIVITY, (group,), e.at_ms, **figures)
+    for column, n in figures.items():
+        sums.total(f"gateway_{column}", group, amount=n)
+
+
+def _gateway_traffic(sums: Sums, e: Event) -> None:
+    f = e.fields
+    group, upstream = f["group"], f["upstream"]
+    sums.add(GATEWAY_TRAFFIC, (group, upstream), e.at_ms, **{c: f[c] for c in TRAFFIC})
+    sums.total("gateway_requests", group, upstream, amount=f["requests"])
+    sums.total("gateway_bytes", group, upstream, "up", amount=f["bytes_up"])
+    sums.total("gateway_bytes", group, upstream, "down", amount=f["bytes_down"])
+    sums.total("gateway_errors", group, upstream, amount=f["errors"])
+
+
 _HANDLERS: dict[str, Callable[[Sums, Event], None]] = {
     "fetch_failed": _fetch_failed,
     "outcome": _outcome,
@@ -172,6 +219,9 @@ _HANDLERS: dict[str, Callable[[Sums, Event], None]] = {
     "fetch": _fetch,
     "check": _check,
     "expired": _expired,
+    "gateway_tick": _gateway_tick,
+    "gateway_ownership": _gateway_ownership,
+    "gateway_traffic": _gateway_traffic,
 }
 
 

@@ -59,6 +59,10 @@ def _count(value: object) -> bool:
     return type(value) is int and 0 <= value <= MAX_NUMBER
 
 
+def _flag(value: object) -> bool:
+    return type(value) is bool
+
+
 def _outcome(value: object) -> bool:
     return isinstance(value, str) and value in {o.value for o in Outcome}
 
@@ -140,6 +144,34 @@ KINDS: dict[str, dict[str, tuple[Check, bool]]] = {
     "fetch_failed": {"upstream": (_label, True), "error": (_code, True)},
     # Records the pool removed at their hard expiry, used (extracted or assigned) or not.
     "expired": {"upstream": (_label, True), "used": (_count, True), "unused": (_count, True)},
+    # One ownership manager tick that ran (pool_admin/gateway_tasks.py): how long it took,
+    # the lapsed leases its sweep expired (every group's: a lease's group is not read) and
+    # whether a bound or the lost lease stopped it short.
+    "gateway_tick": {
+        "duration_ms": (_count, True),
+        "expired": (_count, True),
+        "cut_short": (_flag, True),
+    },
+    # What one tick did for a group (only a group it did something for): proxies assigned,
+    # leases renewed, drains begun, proxies released, candidates another took first.
+    "gateway_ownership": {
+        "group": (_label, True),
+        "assigned": (_count, True),
+        "renewed": (_count, True),
+        "drains_begun": (_count, True),
+        "released": (_count, True),
+        "refused": (_count, True),
+    },
+    # What a gateway worker of the group carried through one upstream's proxies since its
+    # previous accepted report (pool_admin/metrics/gateway_events.py).
+    "gateway_traffic": {
+        "group": (_label, True),
+        "upstream": (_label, True),
+        "requests": (_count, True),
+        "bytes_up": (_count, True),
+        "bytes_down": (_count, True),
+        "errors": (_count, True),
+    },
 }
 
 

@@ -43,7 +43,8 @@ class RetentionResult:
 
 
 def _roll_up(table: Table, cutoff: datetime) -> int:
-    dims = ", ".join(table.dimensions)
+    # Each dimension followed by a comma: a table may have none (GatewayTicks).
+    dims = "".join(f"{d}, " for d in table.dimensions)
     sums = ", ".join(f"sum({c})" for c in table.values)
     values = ", ".join(table.values)
     updates = ", ".join(f"{c} = {table.name}.{c} + EXCLUDED.{c}" for c in table.values)
@@ -52,12 +53,12 @@ def _roll_up(table: Table, cutoff: datetime) -> int:
             f"WITH moved AS (DELETE FROM {table.name} WHERE id IN ("  # noqa: S608
             f"  SELECT id FROM {table.name} WHERE NOT hourly AND period_start < %s"
             "   ORDER BY period_start LIMIT %s"
-            f") RETURNING {dims}, period_start, {values}) "
-            f"INSERT INTO {table.name} ({dims}, period_start, hourly, {values}) "
-            f"SELECT {dims}, date_trunc('hour', period_start), true, {sums} FROM moved "
-            f"GROUP BY {dims}, date_trunc('hour', period_start) "
-            f"ORDER BY {dims}, date_trunc('hour', period_start) "
-            f"ON CONFLICT ({dims}, period_start, hourly) DO UPDATE SET {updates} "
+            f") RETURNING {dims}period_start, {values}) "
+            f"INSERT INTO {table.name} ({dims}period_start, hourly, {values}) "
+            f"SELECT {dims}date_trunc('hour', period_start), true, {sums} FROM moved "
+            f"GROUP BY {dims}date_trunc('hour', period_start) "
+            f"ORDER BY {dims}date_trunc('hour', period_start) "
+            f"ON CONFLICT ({dims}period_start, hourly) DO UPDATE SET {updates} "
             "RETURNING (SELECT count(*) FROM moved)",
             [cutoff, BATCH],
         )

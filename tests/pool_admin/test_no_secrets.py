@@ -36,6 +36,9 @@ from pool_admin.config.models import (
     ClientDraws,
     ClientUsage,
     Credential,
+    GatewayActivity,
+    GatewayTicks,
+    GatewayTraffic,
     GatewayWorker,
     ProviderAccount,
     Upstream,
@@ -149,9 +152,16 @@ def world(settings, redis_url, unique_prefix):
                             "refreshed": 0, "available": 4, "dropped": {"bad_port": 1}}),
         Event("check", ms, {"upstream": "acme-us", "source": "intake",
                             "states": {"available": 4}, "latency_ms": 160, "timed": 4}),
+        Event("gateway_tick", ms, {"duration_ms": 30, "expired": 1, "cut_short": False}),
+        Event("gateway_ownership", ms, {"group": group.name, "assigned": 1, "renewed": 0,
+                                        "drains_begun": 0, "released": 0, "refused": 0}),
+        Event("gateway_traffic", ms, {"group": group.name, "upstream": "acme-us",
+                                      "requests": 3, "bytes_up": 300, "bytes_down": 3_000,
+                                      "errors": 0}),
     ])  # fmt: skip
     usage = [m.objects.get() for m in (UpstreamQuality, UpstreamDrops, UpstreamChecks,
-                                       ClientUsage, ClientDraws)]  # fmt: skip
+                                       ClientUsage, ClientDraws, GatewayTicks,
+                                       GatewayActivity, GatewayTraffic)]  # fmt: skip
 
     prefix = f"{ApiKey.SCHEME}_{key.prefix}_"
     assert plaintext.startswith(prefix)

@@ -156,6 +156,64 @@ class ClientDraws(UsageRow):
         return f"{self.client} {self.upstream} {self.region or '-'} {self.period}"
 
 
+class GatewayTicks(UsageRow):
+    """The ownership manager's ticks in one period (one row per period: a tick is the whole
+    deployment's)."""
+
+    ticks = _count("Ticks that ran (one holder at a time, every 2 s).")
+    duration_ms = _count("Sum of the ticks' durations, ms.")
+    cut_short = _count("Ticks a bound or a lost lease stopped short (the next finishes).")
+    expired = _count("Lapsed leases the ticks expired (every group's).")
+
+    class Meta:
+        ordering = ["-period_start"]
+        verbose_name_plural = "gateway ticks"
+        constraints, indexes = _one_row_per_period("gateway_ticks")
+
+    def __str__(self) -> str:
+        return f"ticks {self.period}"
+
+
+class GatewayActivity(UsageRow):
+    """What the ownership manager's ticks did for a worker group."""
+
+    # Not "group": the raw statements (aggregates, retention) name the columns unquoted.
+    worker_group = models.CharField(max_length=LABEL_MAX_LENGTH)
+    assigned = _count("Proxies assigned to the group's workers.")
+    renewed = _count("Leases renewed.")
+    drains_begun = _count("Drains begun (near the end, out of health, over the share...).")
+    released = _count("Drained proxies released (the worker reported them idle).")
+    refused = _count("Candidates another client or worker took between the read and the assign.")
+
+    class Meta:
+        ordering = ["-period_start", "worker_group"]
+        verbose_name_plural = "gateway activity"
+        constraints, indexes = _one_row_per_period("gateway_activity", "worker_group")
+
+    def __str__(self) -> str:
+        return f"{self.worker_group} {self.period}"
+
+
+class GatewayTraffic(UsageRow):
+    """What a worker group's workers carried through an upstream's proxies, as they reported
+    it."""
+
+    worker_group = models.CharField(max_length=LABEL_MAX_LENGTH)
+    upstream = models.CharField(max_length=LABEL_MAX_LENGTH)
+    requests = _count()
+    bytes_up = _count("Bytes sent to the proxies.")
+    bytes_down = _count("Bytes received from the proxies.")
+    errors = _count("Requests that failed, as the workers counted them.")
+
+    class Meta:
+        ordering = ["-period_start", "worker_group", "upstream"]
+        verbose_name_plural = "gateway traffic"
+        constraints, indexes = _one_row_per_period("gateway_traffic", "worker_group", "upstream")
+
+    def __str__(self) -> str:
+        return f"{self.worker_group} {self.upstream} {self.period}"
+
+
 class UsageTotal(models.Model):
     """A counter since the deployment began (GET /metrics' ``_total`` families): never rolled
     up or pruned, so it only grows. ``labels`` is the family's label values joined by ``|``."""

@@ -5,9 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from activity.types import ProxyState
-from pool_admin.config.models import ClientDraws, ClientUsage, UpstreamChecks, UpstreamDrops
-from pool_admin.metrics.events import MalformedEvent, decode_entry, encode_event, entry_of
+from activity.types import LABEL_MAX_LENGTH, ProxyState
+from pool_admin.config.models import (
+    ClientDraws,
+    ClientUsage,
+    GatewayActivity,
+    GatewayTraffic,
+    UpstreamChecks,
+    UpstreamDrops,
+)
+from pool_admin.metrics.events import (
+    MAX_NUMBER,
+    MalformedEvent,
+    decode_entry,
+    encode_event,
+    entry_of,
+)
 
 AT_MS = 1_780_000_000_000
 
@@ -79,3 +92,66 @@ def test_the_consumer_refuses_what_a_producer_would_not_send():
     decoded = decode_entry({b"e": entry_of([good, bad, good])["e"]})
     assert decoded.positions == [0, 2]
     assert [(r.index, r.reason) for r in decoded.refused] == [(1, "check: bad states")]
+
+
+_GATEWAY_EVENTS = {
+    "gateway_tick": {"duration_ms": 12, "expired": 0, "cut_short": False},
+    "gateway_ownership": {
+        "group": "edge",
+        "assigned": 2,
+        "renewed": 0,
+        "drains_begun": 1,
+        "released": 0,
+        "refused": 0,
+    },
+    "gateway_traffic": {
+        "group": "edge",
+        "upstream": "acme-us",
+        "requests": 10,
+        "bytes_up": 2_000,
+        "bytes_down": 90_000,
+        "errors": 1,
+    },
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_GATEWAY_EVENTS))
+def test_the_gateways_events_check_every_field(kind):
+    good = _GATEWAY_EVENTS[kind]
+    encode_event(kind, AT_MS, good)
+    for name in good:
+        with pytest.raises(MalformedEvent, match=f"{kind}: missing {name}"):
+            encode_event(kind, AT_MS, {k: v for k, v in good.items() if k != name})
+    with pytest.raises(MalformedEvent, match=f"{kind}: unknown field 'worker'"):
+        encode_event(kind, AT_MS, {**good, "worker": "edge-1"})  # never per worker
+    counts = [name for name, value in good.items() if type(value) is int]
+    for name in counts:
+        for bad in (-1, MAX_NUMBER + 1, 1.5, True, "1", None):
+            with pytest.raises(MalformedEvent, match=f"{kind}: bad {name}"):
+                encode_event(kind, AT_MS, {**good, name: bad})
+        encode_event(kind, AT_MS, {**good, name: MAX_NUMBER})
+    for name in ("group", "upstream"):
+        if name not in good:
+            continue
+        for bad in ("", "two words", "x" * (LABEL_MAX_LENGTH + 1), "a/b", "-lead", 7, None):
+            with pytest.raises(MalformedEvent, match=f"{kind}: bad {name}"):
+                encode_event(kind, AT_MS, {**good, name: bad})
+
+
+def test_a_ticks_cut_short_is_a_flag():
+    good = _GATEWAY_EVENTS["gateway_tick"]
+    encode_event("gateway_tick", AT_MS, {**good, "cut_short": True})
+    for bad in (0, 1, "true", None):
+        with pytest.raises(MalformedEvent, match="gateway_tick: bad cut_short"):
+            encode_event("gateway_tick", AT_MS, {**good, "cut_short": bad})
+
+
+def test_the_gateways_labels_fit_their_columns():
+    """A group's and an upstream's names are labels; the longest fits the aggregates'."""
+    columns = [(GatewayActivity, "worker_group"), (GatewayTraffic, "worker_group"),
+               (GatewayTraffic, "upstream")]  # fmt: skip
+    for model, column in columns:
+        assert model._meta.get_field(column).max_length == LABEL_MAX_LENGTH
+    longest = "g" * LABEL_MAX_LENGTH
+    traffic = {**_GATEWAY_EVENTS["gateway_traffic"], "group": longest, "upstream": longest}
+    encode_event("gateway_traffic", AT_MS, traffic)

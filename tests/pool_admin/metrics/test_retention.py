@@ -10,7 +10,15 @@ import pytest
 from django.db.models import Sum
 
 from activity import Outcome
-from pool_admin.config.models import ClientDraws, UpstreamDrops, UpstreamQuality, UsageTotal
+from pool_admin.config.models import (
+    ClientDraws,
+    GatewayActivity,
+    GatewayTicks,
+    GatewayTraffic,
+    UpstreamDrops,
+    UpstreamQuality,
+    UsageTotal,
+)
 from pool_admin.metrics import retention
 from pool_admin.metrics.aggregates import TABLES, apply_events
 from pool_admin.metrics.events import Event
@@ -116,3 +124,41 @@ def test_a_run_goes_on_while_more_remain_within_its_budget(monkeypatch):
     assert (done.rolled_up, done.more) == (10, False)
     assert sum(r.ok for r in UpstreamQuality.objects.filter(hourly=True)) == 10
     assert not UpstreamQuality.objects.filter(hourly=False).exists()
+
+
+def _gateway_events(at: datetime) -> list[Event]:
+    ms = _ms(at)
+    return [
+        Event("gateway_tick", ms, {"duration_ms": 40, "expired": 1, "cut_short": False}),
+        Event("gateway_ownership", ms, {"group": "edge", "assigned": 2, "renewed": 3,
+                                        "drains_begun": 0, "released": 1, "refused": 0}),
+        Event("gateway_traffic", ms, {"group": "edge", "upstream": "u1", "requests": 5,
+                                      "bytes_up": 100, "bytes_down": 900, "errors": 1}),
+    ]  # fmt: skip
+
+
+def test_the_gateways_minutes_roll_up_too_the_ticks_table_without_a_dimension():
+    old_hour = NOW.replace(minute=0) - timedelta(days=3)
+    for minute in (0, 7, 59):
+        apply_events(_gateway_events(old_hour + timedelta(minutes=minute)))
+    apply_events(_gateway_events(NOW - timedelta(minutes=5)))  # recent: stays per minute
+    totals = _totals()
+
+    result = keep_bounded(ROLL_UP, KEEP, NOW)
+    assert (result.rolled_up, result.more) == (3 * 3, False)  # 3 old minutes, 3 tables
+    assert _totals() == totals
+    ticks = GatewayTicks.objects.filter(hourly=True).get()
+    assert (ticks.period_start, ticks.ticks, ticks.duration_ms, ticks.expired) == (
+        old_hour, 3, 120, 3,
+    )  # fmt: skip
+    activity = GatewayActivity.objects.get(hourly=True)
+    assert (activity.worker_group, activity.assigned, activity.renewed) == ("edge", 6, 9)
+    traffic = GatewayTraffic.objects.get(hourly=True)
+    assert (traffic.requests, traffic.bytes_up, traffic.bytes_down) == (15, 300, 2_700)
+    for model in (GatewayTicks, GatewayActivity, GatewayTraffic):
+        assert model.objects.filter(hourly=False).count() == 1  # the recent minute
+
+    # Past retention, they go like the others.
+    assert keep_bounded(ROLL_UP, timedelta(days=1), NOW).deleted == 3
+    for model in (GatewayTicks, GatewayActivity, GatewayTraffic):
+        assert not model.objects.filter(hourly=True).exists()
