@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import socket
+import time
 import uuid
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ from activity.clock import Clock, SystemClock
 from activity.ownership_manager import GroupConfig, ManagerPolicy, OwnershipManager, TickReport
 from pool_admin.bootstrap import get_pool, tick_lease
 from pool_admin.config.models import Upstream, WorkerGroup
+from pool_admin.metrics.gateway_events import record_tick
 
 logger = logging.getLogger(__name__)
 
@@ -53,20 +55,25 @@ def _holder() -> str:
 
 
 def run_ownership_tick(clock: Clock | None = None) -> TickReport | None:
-    """One tick, or None when another holder has the lease (its tick is running)."""
+    """One tick, or None when another holder has the lease (its tick is running). A tick that
+    ran is recorded as usage events (pool_admin/metrics/gateway_events.py)."""
     clock = clock or SystemClock()
     lease, holder = tick_lease(), _holder()
     if not lease.acquire(LEASE_NAME, holder, clock.now(), LEASE_TTL):
         return None
     try:
+        # Wall time (the clock may be a test's): the groups' read from PostgreSQL and the tick.
+        started = time.monotonic()
         manager = OwnershipManager(get_pool(), clock, ManagerPolicy())
         report = manager.tick(
             configured_groups(),
             gateway_shares(),
             keep_going=lambda: lease.renew(LEASE_NAME, holder, clock.now(), LEASE_TTL),
         )
+        duration = timedelta(seconds=time.monotonic() - started)
     finally:
         lease.release(LEASE_NAME, holder, clock.now())
+    record_tick(report, duration)
     for name, tally in sorted(report.groups.items()):
         if tally.assigned or tally.drains_begun or tally.released or tally.refused:
             logger.info(

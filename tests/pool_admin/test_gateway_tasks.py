@@ -10,7 +10,16 @@ import pytest
 from activity import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
 from pool_admin import gateway_tasks
 from pool_admin.bootstrap import get_pool, tick_lease
-from pool_admin.config.models import GatewayWorker, ProviderAccount, Upstream, WorkerGroup
+from pool_admin.config.models import (
+    GatewayActivity,
+    GatewayTicks,
+    GatewayWorker,
+    ProviderAccount,
+    Upstream,
+    WorkerGroup,
+)
+from pool_admin.metrics.stream import flush_events, sent_events
+from tests.harness.metrics import drain_metrics
 
 pytestmark = [pytest.mark.django_db, pytest.mark.postgres, pytest.mark.redis]
 
@@ -88,3 +97,25 @@ def test_a_tick_is_skipped_while_another_holds_the_lease(gateway):
     tick_lease().release(gateway_tasks.LEASE_NAME, "other-1", now)
     assert gateway_tasks.run_ownership_tick() is not None
     assert len(held("edge-1")) == 2
+
+
+def test_a_tick_that_ran_is_recorded_and_a_skipped_one_is_not(gateway, settings, redis_url):
+    """One ``gateway_tick`` event per tick that ran, and a ``gateway_ownership`` event for a
+    group only when the tick did something for it (a tick every 2 s: the stream stays small)."""
+    settings.METRICS_REDIS_URL = redis_url
+    flush_events()
+    get_pool().open_session("edge-1", "s1", timedelta(minutes=5))
+    sent = sent_events()
+    assert gateway_tasks.run_ownership_tick() is not None  # assigns 2
+    assert gateway_tasks.run_ownership_tick() is not None  # nothing to do
+    now = datetime.now(UTC)
+    assert tick_lease().acquire(gateway_tasks.LEASE_NAME, "other-1", now, timedelta(seconds=30))
+    assert gateway_tasks.run_ownership_tick() is None  # skipped: nothing recorded
+    tick_lease().release(gateway_tasks.LEASE_NAME, "other-1", now)
+    flush_events()
+    assert sent_events() - sent == 2 + 1
+    drain_metrics()
+    assert sum(r.ticks for r in GatewayTicks.objects.all()) == 2
+    assert sum(r.cut_short for r in GatewayTicks.objects.all()) == 0
+    activity = [(r.worker_group, r.assigned, r.refused) for r in GatewayActivity.objects.all()]
+    assert activity == [("edge", 2, 0)]
