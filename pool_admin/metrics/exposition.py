@@ -17,10 +17,14 @@ per-proxy, per-IP or per-session label; an upstream is a configuration name, bou
   reports, extract calls and their duration, proxies extracted and their time from fetch to
   first use, entries received, proxies fetched and made available, entries dropped by reason,
   checks by source and result and their latency, proxies expired used or unused, fetches
-  failed by kind (the error's code). Labels:
-  upstream, and small fixed sets (outcome, reason, source, result, used); no client label
-  (``ClientUsage`` in PostgreSQL has that). At most ``MAX_TOTALS`` rows are read; past that
-  ``proxypool_usage_totals_truncated`` is 1 and the counters shown are incomplete.
+  failed by kind (the error's code); and the gateway's: ownership ticks (their duration, those
+  cut short, the leases they expired), what they did per worker group (proxies assigned and
+  released, leases renewed, drains begun, candidates refused), and what each group's workers
+  carried per upstream (requests, bytes by direction, errors). Labels:
+  upstream, worker group, and small fixed sets (outcome, reason, source, result, used,
+  direction); no client, worker or proxy label (``ClientUsage`` in PostgreSQL has the client).
+  At most ``MAX_TOTALS`` rows are read; past that ``proxypool_usage_totals_truncated`` is 1
+  and the counters shown are incomplete.
 * ``proxypool_open_alerts{kind}``: the alerts open now, every kind (one grouped count).
 
 Every figure is read at most once per ``CACHE_S`` whatever the scrape rate, with a bounded
@@ -223,6 +227,58 @@ _COUNTERS: dict[str, tuple[str, str, list[str]]] = {
         "our_side...).",
         ["upstream", "kind"],
     ),
+    # The gateway's (pool_admin/metrics/gateway_events.py): per worker group and upstream,
+    # never per worker or proxy.
+    "gateway_ticks_cut_short": (
+        "proxypool_gateway_ticks_cut_short",
+        "Ownership ticks a bound or a lost lease stopped short (the next finishes).",
+        [],
+    ),
+    "gateway_expired_leases": (
+        "proxypool_gateway_expired_leases",
+        "Lapsed gateway leases the ownership ticks expired (every group's).",
+        [],
+    ),
+    "gateway_assigned": (
+        "proxypool_gateway_assigned_proxies",
+        "Proxies the ownership ticks assigned to the group's workers.",
+        ["group"],
+    ),
+    "gateway_renewed": (
+        "proxypool_gateway_renewed_leases",
+        "Leases of the group's workers the ownership ticks renewed.",
+        ["group"],
+    ),
+    "gateway_drains_begun": (
+        "proxypool_gateway_drains_begun",
+        "Drains the ownership ticks began for the group's workers.",
+        ["group"],
+    ),
+    "gateway_released": (
+        "proxypool_gateway_released_proxies",
+        "Drained proxies the ownership ticks released (the worker reported them idle).",
+        ["group"],
+    ),
+    "gateway_refused": (
+        "proxypool_gateway_refused_assigns",
+        "Candidates another client or worker took between the tick's read and its assign.",
+        ["group"],
+    ),
+    "gateway_requests": (
+        "proxypool_gateway_requests",
+        "Requests the group's workers carried through the upstream's proxies.",
+        ["group", "upstream"],
+    ),
+    "gateway_bytes": (
+        "proxypool_gateway_bytes",
+        "Bytes the group's workers sent to (up) and received from (down) the upstream's proxies.",
+        ["group", "upstream", "direction"],
+    ),
+    "gateway_errors": (
+        "proxypool_gateway_errors",
+        "Requests through the upstream's proxies that failed, as the group's workers counted them.",
+        ["group", "upstream"],
+    ),
 }
 
 
@@ -266,6 +322,14 @@ def _usage_families() -> Iterator[Metric]:
         "checks_timed",
         "check_latency_ms",
     )
+    yield _summary(
+        totals,
+        "proxypool_gateway_tick_duration_seconds",
+        "Time the ownership ticks that ran took (one at a time, every 2 s).",
+        "gateway_ticks",
+        "gateway_tick_duration_ms",
+        labels=(),
+    )
 
 
 def _alert_families() -> Iterator[Metric]:
@@ -286,13 +350,15 @@ def _summary(
     help_text: str,
     count: str,
     sum_ms: str,
+    labels: tuple[str, ...] = ("upstream",),
 ) -> Metric:
-    """A per-upstream summary (count and sum, no quantiles) from two totals families."""
-    summary = SummaryMetricFamily(name, help_text, labels=["upstream"])
+    """A summary (count and sum, no quantiles) from two totals families, per upstream unless
+    told otherwise."""
+    summary = SummaryMetricFamily(name, help_text, labels=list(labels))
     sums = totals.get(sum_ms, {})
-    for labels, n in sorted(totals.get(count, {}).items()):
-        if len(labels) == 1:
-            summary.add_metric(list(labels), n, sums.get(labels, 0) / 1000)
+    for values, n in sorted(totals.get(count, {}).items()):
+        if len(values) == len(labels):
+            summary.add_metric(list(values), n, sums.get(values, 0) / 1000)
     return summary
 
 

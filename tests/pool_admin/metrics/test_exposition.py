@@ -10,11 +10,14 @@ import redis
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from activity.ownership_manager import GroupTally, TickReport
 from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
+from gateway_runtime.wire import UpstreamTraffic
 from pool_admin import alerts, fetch_tasks
 from pool_admin.bootstrap import get_pool, get_scheduler
 from pool_admin.config.models import Alert, ProviderAccount, Upstream
 from pool_admin.metrics import exposition
+from pool_admin.metrics.gateway_events import record_tick, record_traffic
 from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
 from tests.harness.metrics import drain_metrics
 from tests.harness.vendor_server import vendor_server
@@ -186,3 +189,47 @@ def test_at_most_so_many_upstreams_are_read_per_scrape(monkeypatch):
         "acme-b",
     ]
     assert got["proxypool_upstreams_truncated"] == [({}, 1.0)]
+
+
+def test_the_gateways_families_per_group_and_upstream():
+    """What ticks did per worker group and what workers carried per group and upstream, from
+    the producers through the consumer: never a worker, proxy or token label."""
+    account = ProviderAccount.objects.create(name="acme")
+    Upstream.objects.create(
+        name="acme-a", account=account, kind="preset", preset="webshare_list",
+        endpoint_url="http://vendor.invalid/",
+    )  # fmt: skip
+    record_tick(TickReport(expired=2, groups={"edge": GroupTally(assigned=3, renewed=6,
+                                                                 drains_begun=1, released=1,
+                                                                 refused=2)}),
+                timedelta(milliseconds=250))  # fmt: skip
+    record_tick(TickReport(groups={"edge": GroupTally()}, cut_short=True), timedelta(0))
+    record_traffic("edge", [UpstreamTraffic("acme-a", 40, 4_000, 80_000, 3)])
+    flush_events()
+    drain_metrics()
+    response = scrape()
+    got = families(response.content)
+    edge = {"group": "edge"}
+    assert got["proxypool_gateway_assigned_proxies"] == [(edge, 3.0)]
+    assert got["proxypool_gateway_renewed_leases"] == [(edge, 6.0)]
+    assert got["proxypool_gateway_drains_begun"] == [(edge, 1.0)]
+    assert got["proxypool_gateway_released_proxies"] == [(edge, 1.0)]
+    assert got["proxypool_gateway_refused_assigns"] == [(edge, 2.0)]
+    assert got["proxypool_gateway_expired_leases"] == [({}, 2.0)]
+    assert got["proxypool_gateway_ticks_cut_short"] == [({}, 1.0)]
+    assert got["proxypool_gateway_tick_duration_seconds"] == [({}, 2.0), ({}, 0.25)]
+    pair = {"group": "edge", "upstream": "acme-a"}
+    assert got["proxypool_gateway_requests"] == [(pair, 40.0)]
+    assert got["proxypool_gateway_errors"] == [(pair, 3.0)]
+    assert sorted(got["proxypool_gateway_bytes"], key=lambda s: s[0]["direction"]) == [
+        ({**pair, "direction": "down"}, 80_000.0),
+        ({**pair, "direction": "up"}, 4_000.0),
+    ]
+    gateway = [name for name in got if name.startswith("proxypool_gateway_")]
+    assert {key for name in gateway for labels, _ in got[name] for key in labels} == {
+        "group", "upstream", "direction"
+    }  # fmt: skip
+    text = response.content.decode()
+    assert 'proxypool_gateway_bytes_total{direction="up",group="edge",upstream="acme-a"}' in text
+    assert "proxypool_gateway_tick_duration_seconds_count 2.0" in text
+    assert "# TYPE proxypool_gateway_requests_total counter" in text
