@@ -40,6 +40,7 @@ from pool_admin.api.openapi import (
     problems,
 )
 from pool_admin.api.problems import Problem
+from pool_admin.metrics.gateway_events import record_traffic
 
 SESSION_HEADER = "Gateway-Session"
 _SESSION_META = "HTTP_GATEWAY_SESSION"
@@ -233,4 +234,6 @@ class ReportsView(_GatewayView):
             ),
         )
         result = bootstrap.get_pool().write_report(report)
+        if not result.replayed:  # a replay's traffic was counted with its first copy
+            record_traffic(worker.group, body.traffic)
         return Response({"replayed": result.replayed, "released": list(result.released)})

@@ -12,11 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 from activity import HealthUpdate, ProxyState
-from gateway_runtime.wire import ReportEntry, SnapshotAck, verify
+from gateway_runtime.wire import ReportEntry, SnapshotAck, UpstreamTraffic, verify
 from pool_admin import bootstrap
-from pool_admin.config.models import ApiKey
+from pool_admin.config.models import ApiKey, GatewayTraffic
 from pool_admin.gateway_tasks import run_ownership_tick
 from pool_admin.localservices import free_port
+from tests.harness.metrics import drain_metrics
 from tests.pool_admin.api.conftest import PROXY_PASSWORD
 from tests.pool_admin.api.simulated_worker import BASE, SimulatedWorker
 
@@ -94,6 +95,26 @@ def test_a_worker_opens_fetches_verifies_acks_and_reports(gateway):
     runtime = bootstrap.get_pool().read_runtime("edge-1")
     assert runtime is not None and runtime.sequence == 1
     assert {e.proxy_id: e.active for e in runtime.entries}[gateway.ids[0]] == 2
+
+
+def test_the_traffic_a_report_carries_is_counted_once_per_group_and_upstream(gateway):
+    worker = gateway.worker
+    worker.open()
+    gateway.tick()
+    worker.sync()
+    carried = (UpstreamTraffic("acme-us", 120, 4_000, 90_000, 3),)
+    body = worker.report_body(traffic=carried)
+    assert worker.report(body).status_code == 200
+    assert json.loads(worker.report(body).content)["replayed"] is True  # not counted again
+    assert worker.report(worker.report_body(traffic=carried)).status_code == 200
+    drain_metrics()
+    rows = GatewayTraffic.objects.values_list(
+        "worker_group", "upstream", "requests", "bytes_up", "bytes_down", "errors"
+    )
+    assert [
+        (g, u, sum(r[2] for r in rows), sum(r[3] for r in rows), sum(r[4] for r in rows),
+         sum(r[5] for r in rows)) for g, u in {(r[0], r[1]) for r in rows}
+    ] == [("edge-us", "acme-us", 240, 8_000, 180_000, 6)]  # fmt: skip
 
 
 def test_each_rule_breaking_report_is_refused_with_its_code(gateway):
