@@ -1,0 +1,169 @@
+"""Extract and assignment racing for the same proxies: API clients extracting through the real
+web server (as ``make run`` runs it) while the real ownership manager ticks for a worker whose
+session was opened over the same server. The pool decides each race in one atomic step, so
+no proxy is ever both extracted and assigned, and every proxy goes one way at most.
+
+Two phases, one server. Free running: extractors and the manager at full speed, then the
+invariants. Interleaved: while the manager holds the candidates it read, clients extract
+through the server (the two draw from the two ends of one index, so free running they meet
+only by chance at the end); the manager's assigns of proxies extracted since must be refused.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+
+from activity.ownership_manager import ManagerPolicy, OwnershipManager
+from pool_admin import bootstrap
+from pool_admin.gateway_tasks import configured_groups, gateway_shares
+from tests.harness.web_server import project_web_server
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
+
+PROXIES = 240
+#: Few assigns per tick, so the manager's ticks interleave with the extracts.
+ASSIGNS_PER_TICK = 6
+#: The interleaved phase: proxies per round, and extracts (of one proxy) between the manager's
+#: candidate read and its assigns: more than the manager's own end leaves them, so they reach
+#: into its candidates.
+ROUND_PROXIES = 10
+EXTRACTS_BETWEEN = 7
+
+
+@pytest.fixture
+def web_server(redis_url, unique_prefix, tmp_path):
+    with project_web_server(redis_url, unique_prefix, tmp_path, workers=2) as port:
+        yield port
+
+
+class ExtractsBetween:
+    """The real pool, except that each candidate read of the manager is followed, before the
+    manager sees it, by ``extract()``: the extracts land between its read and its assigns."""
+
+    def __init__(self, pool: object, extract: Callable[[], None]) -> None:
+        self._pool, self._extract = pool, extract
+
+    def assignable(self, *args: object, **kwargs: object) -> object:
+        found = self._pool.assignable(*args, **kwargs)  # type: ignore[attr-defined]
+        self._extract()
+        return found
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._pool, name)
+
+
+def _until_stopped(errors: list[BaseException], work: Callable[[], bool]) -> threading.Thread:
+    """A thread running ``work`` until it answers False; what it raises is kept."""
+
+    def run() -> None:
+        try:
+            while work():
+                pass
+        except BaseException as exc:  # the test fails on it below
+            errors.append(exc)
+
+    return threading.Thread(target=run)
+
+
+@pytest.fixture
+def clients(web_server, make_client) -> Iterator[list[httpx.Client]]:
+    limits = {"requests_per_second": 10_000, "proxies_per_minute": 100_000}
+    keys = [make_client(f"crawler-{i}", **limits).plaintext for i in range(2)]
+    made = [
+        httpx.Client(
+            base_url=f"http://127.0.0.1:{web_server}",
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        for key in keys
+    ]
+    yield made
+    for client in made:
+        client.close()
+
+
+def extract(client: httpx.Client, count: int) -> list[str]:
+    answer = client.post("/api/v1/extract", json={"count": count, "mode": "partial"})
+    assert answer.status_code == 200, answer.text
+    return [p["id"] for p in answer.json()["proxies"]]
+
+
+def test_no_proxy_is_both_extracted_and_assigned(
+    web_server, clients, make_worker, seed, upstreams, pool_clock
+):
+    upstreams.us.gateway_share_percent = 100
+    upstreams.us.save()
+    worker = make_worker()
+    worker.group.target_capacity = 100 * PROXIES  # it would take every proxy
+    worker.group.save()
+    opened = clients[0].post(
+        "/api/v1/gateway/sessions",
+        json={},
+        headers={"Authorization": f"Bearer {worker.plaintext}"},
+    )
+    assert opened.status_code == 200, opened.text
+    groups, shares = configured_groups(), gateway_shares()
+    pool = bootstrap.get_pool()
+    policy = ManagerPolicy(max_assigns=ASSIGNS_PER_TICK)
+
+    def holdings() -> set[str]:
+        return {a.proxy_id for a in pool.worker_assignments("edge-1", 2 * PROXIES).assignments}
+
+    # Free running.
+    seeded = set(seed(n=PROXIES))
+    manager = OwnershipManager(pool, pool_clock, policy)
+    extracted: list[str] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def extractor(client: httpx.Client) -> Callable[[], bool]:
+        def extract_some() -> bool:
+            got = extract(client, 3)
+            with lock:
+                extracted.extend(got)
+            return bool(got)
+
+        return extract_some
+
+    def tick() -> bool:
+        tally = manager.tick(groups, shares).groups[worker.group.name]
+        return tally.assigned > 0 or tally.refused > 0
+
+    threads = [_until_stopped(errors, extractor(c)) for c in clients]
+    threads.append(_until_stopped(errors, tick))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)
+    held, taken = holdings(), set(extracted)
+    assert len(taken) == len(extracted)  # no proxy extracted twice
+    assert not taken & held, sorted(taken & held)[:5]
+    assert taken | held == seeded  # every proxy went one way, none was lost
+    assert taken and held
+
+    # Interleaved: extracts between each candidate read and its assigns.
+    refused = 0
+    between: list[str] = []
+
+    def extract_between() -> None:
+        for i in range(EXTRACTS_BETWEEN):
+            between.extend(extract(clients[i % 2], 1))
+
+    late = ExtractsBetween(pool, extract_between)
+    slow = OwnershipManager(late, pool_clock, policy)  # type: ignore[arg-type]
+    for _ in range(5):
+        fresh = set(seed(n=ROUND_PROXIES))
+        between.clear()
+        refused += slow.tick(groups, shares).groups[worker.group.name].refused
+        now_held = holdings() & fresh
+        assert not set(between) & now_held
+        assert len(set(between)) == EXTRACTS_BETWEEN
+        assert now_held, "the manager assigned none of the round's proxies"
+    # Every round's candidates included proxies extracted after the read: the pool refused
+    # each such assign (an assign that skipped the check would hold an extracted proxy above).
+    assert refused >= 5
