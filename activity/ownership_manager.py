@@ -54,17 +54,26 @@ class GroupConfig:
 
 @dataclass(frozen=True, slots=True)
 class ManagerPolicy:
-    lease_ttl: timedelta = timedelta(seconds=60)
+    #: With the margin, what lets one manager renew 100,000 held proxies: each is renewed
+    #: once per lease_ttl - renew_margin, at most max_renews a tick (docs/PERFORMANCE.md).
+    lease_ttl: timedelta = timedelta(seconds=120)
     #: A lease ending within this is renewed.
-    renew_margin: timedelta = timedelta(seconds=30)
+    renew_margin: timedelta = timedelta(seconds=60)
     #: A proxy usable for less than this is drained; a candidate needs twice it.
     drain_lead: timedelta = timedelta(seconds=30)
     sessions_limit: int = 1_000
     holdings_limit: int = 10_000
     candidates_page: int = 200
     max_assigns: int = 2_000
+    #: Renewals a tick starts (a worker's are renewed together, so a tick may finish the
+    #: worker it began past this by up to holdings_limit).
+    max_renews: int = 5_000
     expire_batch: int = 500
     expire_batches: int = 10
+    #: A worker's holdings read (and its proxies' bans) is kept while its holdings revision is
+    #: unchanged, and at most this long: a change to what it holds is seen at the next tick,
+    #: a held proxy's health or ban within this (neither moves the revision).
+    view_max_age: timedelta = timedelta(seconds=10)
 
 
 @dataclass(slots=True)
@@ -92,6 +101,15 @@ class _Worker:
     status: WorkerStatus | None  # None: no live session
     view: WorkerAssignments
     share: int = 0  # connections it should hold
+    #: Held proxies' banned hosts (``quarantine_of``), read with the view.
+    banned: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _KeptView:
+    view: WorkerAssignments
+    banned: Mapping[str, frozenset[str]]
+    read_at: datetime
 
 
 def _capacity(held: Iterable[HeldProxy]) -> int:
@@ -103,6 +121,11 @@ class OwnershipManager:
         self._pool = pool
         self._clock = clock
         self._policy = policy
+        # The only thing kept between ticks, and only to spare reads: each worker's last
+        # holdings read, used again while its revision says nothing it holds has changed
+        # (one O(1) read instead of every held record). Losing it (a new process, a crash)
+        # costs one full read; a tick never acts on it past view_max_age.
+        self._kept: dict[str, _KeptView] = {}
 
     def tick(
         self,
@@ -123,7 +146,7 @@ class OwnershipManager:
             self._acknowledge_drains,
             self._renew,
         )
-        workers = self._read(groups, statuses)
+        workers = self._read(groups, statuses, now)
         for step in steps:
             if not keep_going():
                 report.cut_short = True
@@ -136,20 +159,40 @@ class OwnershipManager:
         return report
 
     def _read(
-        self, groups: Sequence[GroupConfig], statuses: Mapping[str, WorkerStatus]
+        self, groups: Sequence[GroupConfig], statuses: Mapping[str, WorkerStatus], now: datetime
     ) -> list[_Worker]:
         workers = []
+        configured: set[str] = set()
         for group in groups:
             live = sorted(w for w in group.workers if w in statuses)
             part, rest = divmod(group.target_capacity, len(live)) if live else (0, 0)
             for worker_id in sorted(group.workers):
-                view = self._pool.worker_assignments(worker_id, self._policy.holdings_limit)
+                configured.add(worker_id)
+                kept = self._holdings(worker_id, now)
                 status = statuses.get(worker_id)
                 share = 0
                 if status is not None:  # equal parts; the remainder to the first by ID
                     share = part + (1 if live.index(worker_id) < rest else 0)
-                workers.append(_Worker(worker_id, group, status, view, share))
+                workers.append(_Worker(worker_id, group, status, kept.view, share, kept.banned))
+        for gone in set(self._kept) - configured:  # bounded by the configured workers
+            del self._kept[gone]
         return workers
+
+    def _holdings(self, worker_id: str, now: datetime) -> _KeptView:
+        """The worker's holdings, read again unless the kept read is still its revision's and
+        younger than ``view_max_age``."""
+        kept = self._kept.get(worker_id)
+        if (
+            kept is not None
+            and now - kept.read_at < self._policy.view_max_age
+            and self._pool.worker_revision(worker_id).revision == kept.view.revision
+        ):
+            return kept
+        view = self._pool.worker_assignments(worker_id, self._policy.holdings_limit)
+        banned = self._pool.quarantine_of(sorted(view.held), now) if view.held else {}
+        kept = _KeptView(view, banned, now)
+        self._kept[worker_id] = kept
+        return kept
 
     def _expire(self, now: datetime) -> tuple[int, bool]:
         expired = 0
@@ -167,7 +210,7 @@ class OwnershipManager:
         held = worker.view.held
         if worker.status is None:
             return sorted(held)
-        banned = self._pool.quarantine_of(sorted(held), now) if held else {}
+        banned = worker.banned
         lead = now + self._policy.drain_lead
         drain = [
             pid
@@ -218,6 +261,8 @@ class OwnershipManager:
             runtime = worker.status.runtime if worker.status else None
             if runtime is None:
                 continue  # counts unknown: never claim zero for a worker that did not say so
+            if worker.status is not None and worker.status.draining == 0:
+                continue  # no ticket to read (the session's count, read this tick)
             counts = {e.proxy_id: e for e in runtime.entries}
             tally = report.groups[worker.group.name]
             for ticket in self._pool.drain_tickets(worker.worker_id, self._policy.holdings_limit):
@@ -243,11 +288,21 @@ class OwnershipManager:
         together: its snapshot (which carries every lease) then changes once per lease period,
         not at every tick that renews some proxy, so most of its polls are answered 304."""
         due = now + self._policy.renew_margin
-        for worker in workers:
-            if worker.status is None:
-                continue  # an ended session's proxies drain; their leases may lapse
-            if all(a.lease_expires_at > due for a in worker.view.assignments):
-                continue
+        # Live workers with a lease within the margin (an ended session's proxies drain; their
+        # leases may lapse), the soonest lease first; whole workers while the bound lasts.
+        owing = sorted(
+            (min(a.lease_expires_at for a in w.view.assignments), w.worker_id, w)
+            for w in workers
+            if w.status is not None and w.view.assignments
+        )
+        budget = self._policy.max_renews
+        for soonest, _, worker in owing:
+            if soonest > due:
+                break
+            if budget <= 0:
+                report.cut_short = True
+                return
+            budget -= len(worker.view.assignments)
             tally = report.groups[worker.group.name]
             for a in worker.view.assignments:
                 try:
@@ -270,13 +325,16 @@ class OwnershipManager:
         for worker in workers:
             for h in worker.view.held.values():
                 held_by[h.proxy.upstream_id] = held_by.get(h.proxy.upstream_id, 0) + 1
-        upstreams = sorted({u for w in workers for u in w.group.upstreams})
+        short = [
+            w for w in workers if w.status is not None and w.share > _capacity(w.view.held.values())
+        ]
+        # Each upstream's room is read only for a tick that has a worker to top up: an
+        # upstream_inventory read scans the upstream's assigned proxies.
+        upstreams = sorted({u for w in short for u in w.group.upstreams})
         room = {u: self._room(u, held_by.get(u, 0), shares.get(u, 1.0)) for u in upstreams}
         budget = self._policy.max_assigns
-        for worker in workers:
+        for worker in short:
             deficit = worker.share - _capacity(worker.view.held.values())
-            if worker.status is None or deficit <= 0:
-                continue
             tally = report.groups[worker.group.name]
             for upstream, candidate in self._candidates(worker.group, room):
                 if deficit <= 0:

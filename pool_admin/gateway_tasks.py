@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import socket
+import threading
 import time
 import uuid
 from datetime import timedelta
@@ -22,6 +23,7 @@ from pool_admin.metrics.gateway_events import record_tick
 
 logger = logging.getLogger(__name__)
 
+_SYSTEM_CLOCK = SystemClock()
 LEASE_NAME = "ownership-manager"
 #: Longer than a tick's bounded work between two renewals; a crashed holder's lease ends then.
 LEASE_TTL = timedelta(seconds=30)
@@ -54,22 +56,38 @@ def _holder() -> str:
     return f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
+_manager_lock = threading.Lock()
+_manager: OwnershipManager | None = None
+_manager_for: tuple[object, object] | None = None
+
+
+def _process_manager(clock: Clock) -> OwnershipManager:
+    """This process's manager, kept from tick to tick for the holdings reads it keeps (the
+    manager's only state, a cache checked against each worker's revision); a new one when the
+    pool or the clock changed (bootstrap.reset, a test's clock)."""
+    global _manager, _manager_for
+    pool = get_pool()
+    if _manager is None or _manager_for != (pool, clock):
+        _manager, _manager_for = OwnershipManager(pool, clock, ManagerPolicy()), (pool, clock)
+    return _manager
+
+
 def run_ownership_tick(clock: Clock | None = None) -> TickReport | None:
     """One tick, or None when another holder has the lease (its tick is running). A tick that
     ran is recorded as usage events (pool_admin/metrics/gateway_events.py)."""
-    clock = clock or SystemClock()
+    clock = clock or _SYSTEM_CLOCK
     lease, holder = tick_lease(), _holder()
     if not lease.acquire(LEASE_NAME, holder, clock.now(), LEASE_TTL):
         return None
     try:
         # Wall time (the clock may be a test's): the groups' read from PostgreSQL and the tick.
         started = time.monotonic()
-        manager = OwnershipManager(get_pool(), clock, ManagerPolicy())
-        report = manager.tick(
-            configured_groups(),
-            gateway_shares(),
-            keep_going=lambda: lease.renew(LEASE_NAME, holder, clock.now(), LEASE_TTL),
-        )
+        with _manager_lock:  # the lease keeps ticks apart across processes; this, threads
+            report = _process_manager(clock).tick(
+                configured_groups(),
+                gateway_shares(),
+                keep_going=lambda: lease.renew(LEASE_NAME, holder, clock.now(), LEASE_TTL),
+            )
         duration = timedelta(seconds=time.monotonic() - started)
     finally:
         lease.release(LEASE_NAME, holder, clock.now())

@@ -83,7 +83,7 @@ def test_leases_about_to_lapse_are_renewed(make_pool):
     h = make_pool()
     h.stock("p1", ttl=9 * MIN)
     live(h, "w1")
-    mgr = manager(h)
+    mgr = manager(h, lease_ttl=MIN, renew_margin=30 * SEC)
     mgr.tick([group(4, "w1")], {})
     before = h.pool.get("p1")
     h.advance(40 * SEC)  # 20 s of the 60 s lease left: within the 30 s margin
@@ -95,7 +95,7 @@ def test_a_workers_leases_are_renewed_together_so_its_snapshot_changes_once(make
     h = make_pool()
     h.stock("p1", ttl=9 * MIN)
     live(h, "w1")
-    mgr = manager(h)
+    mgr = manager(h, lease_ttl=MIN, renew_margin=30 * SEC)
     mgr.tick([group(4, "w1")], {})
     h.advance(20 * SEC)
     h.stock("p2", ttl=9 * MIN)
@@ -216,3 +216,87 @@ def test_the_manager_releases_a_drained_proxy_its_worker_last_reported_idle(make
     assert tally.released == 1
     assert h.pool.get("p1") is None and held(h, "w1") == ["p2"]
     assert h.take(5).returned == 1  # p1 is back in the pool for clients
+
+
+class CountingPool:
+    """The pool, counting the holdings reads a manager makes."""
+
+    def __init__(self, pool):
+        self._pool, self.reads = pool, 0
+
+    def worker_assignments(self, *args):
+        self.reads += 1
+        return self._pool.worker_assignments(*args)
+
+    def __getattr__(self, name):
+        return getattr(self._pool, name)
+
+
+def test_a_workers_holdings_are_read_again_only_when_they_changed_or_aged(make_pool):
+    h = make_pool()
+    h.stock("p1", "p2", "p3", ttl=9 * MIN)
+    live(h, "w1", "w2")
+    pool = CountingPool(h.pool)
+    mgr = OwnershipManager(pool, h.clock, ManagerPolicy())
+    groups = [group(4, "w1"), group(4, "w2", name="g2")]
+    mgr.tick(groups, {})  # reads both, assigns to both (their revisions move)
+    assert pool.reads == 2
+    mgr.tick(groups, {})  # both changed in the last tick: read again
+    assert pool.reads == 4
+    mgr.tick(groups, {})  # nothing changed: the kept reads serve
+    assert pool.reads == 4
+    (w1_proxy,) = held(h, "w1")
+    h.pool.begin_drain(w1_proxy, "w1", h.pool.get(w1_proxy).epoch)  # an operator's drain
+    tally = mgr.tick(groups, {}).groups["g1"]
+    assert pool.reads == 5  # w1's revision moved; w2's did not
+    assert tally.assigned == 1  # w1 topped up at once from what is left
+    h.advance(10 * SEC)  # every kept read is now as old as the policy allows
+    mgr.tick(groups, {})
+    assert pool.reads == 7
+
+
+def test_a_held_proxys_health_is_acted_on_within_the_view_age(make_pool):
+    h = make_pool()
+    h.stock("p1", ttl=9 * MIN)
+    live(h, "w1")
+    mgr = manager(h)
+    mgr.tick([group(4, "w1")], {})  # assigns p1 (its revision moves)
+    mgr.tick([group(4, "w1")], {})  # reads it again, and keeps that read
+    h.mark(["p1"], ProxyState.SUSPECT)  # moves no revision
+    assert mgr.tick([group(4, "w1")], {}).groups["g1"].drains_begun == 0
+    h.advance(10 * SEC)
+    assert mgr.tick([group(4, "w1")], {}).groups["g1"].drains_begun == 1
+    # A new manager (another process) reads everything at once.
+    h.stock("p2", ttl=9 * MIN)
+    mgr.tick([group(4, "w1")], {})
+    h.mark(["p2"], ProxyState.SUSPECT)
+    assert manager(h).tick([group(4, "w1")], {}).groups["g1"].drains_begun == 1
+
+
+def test_workers_no_longer_configured_are_forgotten(make_pool):
+    h = make_pool()
+    h.stock("p1", ttl=9 * MIN)
+    live(h, "w1")
+    mgr = manager(h)
+    mgr.tick([group(4, "w1")], {})
+    assert set(mgr._kept) == {"w1"}
+    mgr.tick([group(4, "w2")], {})
+    assert set(mgr._kept) == {"w2"}
+
+
+def test_renewals_per_tick_are_bounded_whole_workers_the_soonest_first(make_pool):
+    h = make_pool()
+    live(h, "w1", "w2", "w3")
+    for worker in ("w3", "w1", "w2"):  # w3's leases end soonest, then w1's, then w2's
+        pids = h.stock(f"{worker}-a", f"{worker}-b", ttl=9 * MIN)
+        for pid in pids:
+            h.pool.assign(h.now, pid, worker, MIN)
+        h.advance(SEC)
+    mgr = manager(h, lease_ttl=MIN, renew_margin=30 * SEC, max_renews=3)
+    groups = [group(8, "w1"), group(8, "w2", name="g2"), group(8, "w3", name="g3")]
+    h.advance(40 * SEC)  # every lease within the margin
+    report = mgr.tick(groups, {})
+    renewed = {g: t.renewed for g, t in report.groups.items()}
+    assert renewed == {"g3": 2, "g1": 2, "g2": 0} and report.cut_short
+    report = mgr.tick(groups, {})
+    assert report.groups["g2"].renewed == 2 and not report.cut_short
