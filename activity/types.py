@@ -389,6 +389,11 @@ class UpstreamInventory:
     #: AVAILABLE proxies no one holds, unexpired: what an extract could draw now (before a
     #: client's gateway reserve and its other filters).
     extractable: int = 0
+    #: AVAILABLE proxies gateway workers hold without draining, unexpired (the upstream's
+    #: owned index above now; a lapsed lease counts until ``expire`` reclaims it).
+    gateway_held: int = 0
+    #: The connections those held proxies offer: their ``max_concurrency`` summed, busy or not.
+    gateway_capacity: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,10 @@
 -- upstream, scanning only its own unassigned and assigned AVAILABLE indexes; fails closed.
 -- KEYS[1] <prefix>:{activity}:meta
 -- ARGV[1] now (caller clock, ms)  ARGV[2] upstream ID  ARGV[3] scan_budget
--- Returns: {"ok": {managed, available_slots, extractable}} (extractable: its AVAILABLE, unowned,
---          unexpired proxies, what an extract could draw now)
+-- Returns: {"ok": {managed, available_slots, extractable, gateway_held, gateway_capacity}}
+--          (extractable: its AVAILABLE, unowned, unexpired proxies, what an extract could
+--          draw now; gateway_held: its AVAILABLE proxies gateway workers hold without
+--          draining, unexpired, the owned index above now; gateway_capacity: their max summed)
 -- Errors: scan_budget_exhausted, layout_mismatch
 assert(#KEYS == 1 and #ARGV == 3, 'upstream_inventory: arity')
 local now, u, budget = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3])
@@ -18,7 +20,11 @@ local slots = 0
 for _, pid in ipairs(range_above(unassigned, now, budget)) do slots = slots + get_rec(pid).m end
 local snow = server_ms()
 local runtimes = {}
+-- The check above keeps both ranges whole: held and capacity are exact, never partial.
+local held, capacity = 0, 0
 for _, pid in ipairs(range_above(assigned, now, budget)) do
+  local maximum = get_rec(pid).m
+  held, capacity = held + 1, capacity + maximum
   local owner = get_owner(pid)
   local rt = runtimes[owner.w]
   if rt == nil then
@@ -26,7 +32,6 @@ for _, pid in ipairs(range_above(assigned, now, budget)) do
     runtimes[owner.w] = rt
   end
   if owner.l > now and rt and rt.ep >= owner.e then -- else: unknown runtime, fail closed
-    local maximum = get_rec(pid).m
     local entry = rt.en[pid]
     if entry == nil then
       slots = slots + maximum -- sparse report: missing means idle
@@ -35,5 +40,5 @@ for _, pid in ipairs(range_above(assigned, now, budget)) do
     end
   end
 end
-return ok({managed = counter(MANAGED_COUNT, u),
-           available_slots = slots, extractable = extractable})
+return ok({managed = counter(MANAGED_COUNT, u), available_slots = slots,
+           extractable = extractable, gateway_held = held, gateway_capacity = capacity})

@@ -135,6 +135,69 @@ class TestSlots:
             h.advance(MIN)
         assert h.pool.upstream_inventory("u1").available_slots == 3
 
+    def test_gateway_held_counts_what_workers_hold_without_draining(self, make_pool: PoolFactory):
+        """Inventory: ``gateway_held`` is the upstream's AVAILABLE proxies a worker holds without
+        draining, unexpired; ``gateway_capacity`` their ``max_concurrency`` summed, whatever
+        their runtime says. A draining one, an unowned one and another upstream's do not count."""
+        h = make_pool()
+        h.stock("a", max_concurrency=3)
+        h.stock("b", max_concurrency=5)
+        h.stock("c", max_concurrency=7)
+        h.stock("free", max_concurrency=11)
+        h.stock("other", upstream="u2", max_concurrency=13)
+        inv = h.pool.upstream_inventory("u1")
+        assert (inv.gateway_held, inv.gateway_capacity) == (0, 0)
+        h.pool.assign(h.now, "a", "w1", MIN)
+        h.pool.assign(h.now, "b", "w2", MIN)  # two workers: both count
+        c = h.pool.assign(h.now, "c", "w1", MIN)
+        h.pool.assign(h.now, "other", "w1", MIN)
+        inv = h.pool.upstream_inventory("u1")
+        assert (inv.gateway_held, inv.gateway_capacity) == (3, 3 + 5 + 7)
+        assert inv.extractable == 1  # "free": held and extractable never overlap
+        h.pool.begin_drain("c", "w1", c.epoch)
+        inv = h.pool.upstream_inventory("u1")
+        assert (inv.gateway_held, inv.gateway_capacity) == (2, 3 + 5)
+        u2 = h.pool.upstream_inventory("u2")
+        assert (u2.gateway_held, u2.gateway_capacity) == (1, 13)
+
+    def test_gateway_held_ends_with_the_assignment_or_usability(self, make_pool: PoolFactory):
+        """Inventory: a held proxy whose lease lapsed still counts until ``expire`` reclaims it
+        (the owned index holds it till then), then no more; one past its ``usable_until`` or
+        no longer AVAILABLE does not count."""
+        h = make_pool()
+        h.stock("short", ttl=MIN, max_concurrency=2)
+        h.stock("long", ttl=10 * MIN, max_concurrency=3)
+        h.stock("sick", ttl=10 * MIN, max_concurrency=4)
+        for pid in ("short", "long", "sick"):
+            h.pool.assign(h.now, pid, "w1", 2 * MIN)
+        assert h.pool.upstream_inventory("u1").gateway_capacity == 2 + 3 + 4
+        h.mark(["sick"], ProxyState.UNHEALTHY)
+        inv = h.pool.upstream_inventory("u1")
+        assert (inv.gateway_held, inv.gateway_capacity) == (2, 2 + 3)
+        h.advance(56 * SEC)  # "short" is inside its safety margin: past usable_until
+        inv = h.pool.upstream_inventory("u1")
+        assert (inv.gateway_held, inv.gateway_capacity) == (1, 3)
+        h.advance(2 * MIN)  # the lease on "long" lapsed, not yet reclaimed
+        assert h.pool.upstream_inventory("u1").gateway_held == 1
+        h.pool.expire(h.now, 10)
+        inv = h.pool.upstream_inventory("u1")
+        assert (inv.gateway_held, inv.gateway_capacity) == (0, 0)
+        assert inv.extractable == 1  # "long" is back in the unassigned index
+
+    def test_held_proxies_count_against_the_scan_budget(self, make_pool: PoolFactory):
+        """Inventory: held proxies are read in the same budget; over it the read fails whole,
+        never a partial ``gateway_held``."""
+        h = make_pool(options=PoolOptions(scan_budget=3))
+        h.stock("p1", "p2", "p3", max_concurrency=2)
+        for pid in ("p1", "p2"):
+            h.pool.assign(h.now, pid, "w1", MIN)
+        inv = h.pool.upstream_inventory("u1")
+        assert (inv.gateway_held, inv.gateway_capacity, inv.extractable) == (2, 4, 1)
+        h.stock("p4")
+        h.pool.assign(h.now, "p4", "w1", MIN)
+        with pytest.raises(ScanBudgetExhausted):
+            h.pool.upstream_inventory("u1")
+
     def test_fails_closed_over_the_scan_budget(self, make_pool: PoolFactory):
         """Slots: more index members than one scan may read -> error, never an approximation."""
         h = make_pool(options=PoolOptions(scan_budget=3))

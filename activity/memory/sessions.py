@@ -289,10 +289,18 @@ class WorkerSessions:
             if unassigned.count_above(now) + assigned.count_above(now) > budget:
                 raise ScanBudgetExhausted("upstream has more proxies than one slots scan covers")
             slots = sum(s.records[pid].max_concurrency for pid in unassigned.above(now, budget))
+            # The check above keeps both ranges whole: held and capacity are exact, never partial.
+            held = capacity = 0
             for pid in assigned.above(now, budget):
+                held += 1
+                capacity += s.records[pid].max_concurrency
                 slots += self._assigned_slots(pid, now)
             return UpstreamInventory(
-                s.managed.get(upstream_id, 0), slots, extractable=unassigned.count_above(now)
+                s.managed.get(upstream_id, 0),
+                slots,
+                extractable=unassigned.count_above(now),
+                gateway_held=held,
+                gateway_capacity=capacity,
             )
 
     def _assigned_slots(self, proxy_id: str, now: int) -> int:

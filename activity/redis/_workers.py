@@ -154,4 +154,6 @@ class WorkerCalls:
             int(reply["managed"]),
             int(reply["available_slots"]),
             extractable=int(reply["extractable"]),
+            gateway_held=int(reply["gateway_held"]),
+            gateway_capacity=int(reply["gateway_capacity"]),
         )
