@@ -4,9 +4,11 @@ Families (``../shared/research/operations.md`` §6.2: ``proxypool_`` prefix, bas
 per-proxy, per-IP or per-session label; an upstream is a configuration name, bounded by it):
 
 * ``proxypool_upstream_unextracted_proxies{upstream}``, ``proxypool_upstream_managed_proxies``,
-  ``proxypool_upstream_available_slots``: the pool's exact per-upstream reads, for each
-  configured upstream (``proxypool_upstream_read_errors`` counts the upstreams whose read
-  failed this time: a bounded read over its budget, or Redis unreachable).
+  ``proxypool_upstream_available_slots``, ``proxypool_upstream_gateway_held_proxies``,
+  ``proxypool_upstream_gateway_capacity`` (connections): the pool's exact per-upstream reads
+  (the last four from one ``upstream_inventory``), for each configured upstream
+  (``proxypool_upstream_read_errors`` counts the upstreams whose read failed this time: a
+  bounded read over its budget, or Redis unreachable).
 * ``proxypool_usage_stream_entries``, ``..._pending_entries`` (delivered, not acknowledged),
   ``..._lag_entries`` (not yet delivered), ``proxypool_usage_dead_letter_entries``: the usage
   stream's state, read from its Redis.
@@ -88,6 +90,17 @@ def _pool_families() -> Iterator[Metric]:
         "Free gateway slots of the upstream's available proxies.",
         labels=["upstream"],
     )
+    held = GaugeMetricFamily(
+        "proxypool_upstream_gateway_held_proxies",
+        "Available proxies of the upstream gateway workers hold, not draining.",
+        labels=["upstream"],
+    )
+    capacity = GaugeMetricFamily(
+        "proxypool_upstream_gateway_capacity",
+        "Connections the gateway's held proxies of the upstream offer (their maximum "
+        "concurrency summed, busy or not).",
+        labels=["upstream"],
+    )
     errors = 0
     pool = get_pool()
     names = list(
@@ -103,7 +116,9 @@ def _pool_families() -> Iterator[Metric]:
         unextracted.add_metric([name], left)
         managed.add_metric([name], inventory.managed)
         slots.add_metric([name], inventory.available_slots)
-    yield from (unextracted, managed, slots)
+        held.add_metric([name], inventory.gateway_held)
+        capacity.add_metric([name], inventory.gateway_capacity)
+    yield from (unextracted, managed, slots, held, capacity)
     yield GaugeMetricFamily(
         "proxypool_upstream_read_errors",
         "Configured upstreams whose figures could not be read this time.",

@@ -44,13 +44,18 @@ def families(body: bytes) -> dict[str, list[tuple[dict[str, str], float]]]:
     }
 
 
-def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
+def configure(*names: str) -> None:
+    """Upstreams of one account ``acme``, never fetched (the pool figures come from seeding)."""
     account = ProviderAccount.objects.create(name="acme")
-    for name in ("acme-a", "acme-b"):
+    for name in names:
         Upstream.objects.create(
             name=name, account=account, kind="preset", preset="webshare_list",
             endpoint_url="http://vendor.invalid/",
         )  # fmt: skip
+
+
+def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
+    configure("acme-a", "acme-b")
     now = datetime.now(UTC)
     expires = now + timedelta(minutes=5)
     proxies = [
@@ -115,6 +120,39 @@ def test_the_pool_and_the_pipeline_are_there_and_parse(settings, redis_url):
     assert b'proxypool_extracted_proxies_total{upstream="acme-a"} 2.0' in response.content
 
 
+def test_what_the_gateway_holds_per_upstream_from_the_same_read(monkeypatch):
+    """Per upstream, the available proxies gateway workers hold (not draining) and the
+    connections they offer, from the one ``upstream_inventory`` the slots come from."""
+    configure("acme-a", "acme-b")
+    now = datetime.now(UTC)
+    expires = now + timedelta(minutes=5)
+    proxies = [
+        FetchedProxy(f"p{n}", f"k{n}", "10.0.0.1", 8000 + n, "http", expires, max_concurrency=n)
+        for n in (2, 3, 4, 5)
+    ]
+    pool = get_pool()
+    pool.upsert_fetched(FetchedBatch("acme-a", proxies, 100, timedelta(seconds=5), now))
+    pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
+    pool.assign(now, "p2", "edge-1", timedelta(minutes=1))
+    pool.assign(now, "p3", "edge-2", timedelta(minutes=1))
+    draining = pool.assign(now, "p4", "edge-1", timedelta(minutes=1))
+    pool.begin_drain("p4", "edge-1", draining.epoch)  # draining: not counted
+    reads: list[str] = []
+    real = pool.upstream_inventory
+    monkeypatch.setattr(pool, "upstream_inventory", lambda u: reads.append(u) or real(u))
+    got = families(scrape().content)
+    assert got["proxypool_upstream_gateway_held_proxies"] == [
+        ({"upstream": "acme-a"}, 2.0),
+        ({"upstream": "acme-b"}, 0.0),
+    ]
+    assert got["proxypool_upstream_gateway_capacity"] == [
+        ({"upstream": "acme-a"}, 5.0),
+        ({"upstream": "acme-b"}, 0.0),
+    ]
+    assert ({"upstream": "acme-a"}, 5.0) in got["proxypool_upstream_available_slots"]  # p5 free
+    assert reads == ["acme-a", "acme-b"]  # no read more than the slots already made
+
+
 def test_fetch_failures_by_upstream_and_kind_and_open_alerts_by_kind(monkeypatch):
     """A vendor answering HTTP 500, fetched as the fetch task does: its failures counted by
     kind, and the alert they open is a gauge of open alerts by kind (every kind listed)."""
@@ -176,12 +214,7 @@ def test_the_streams_redis_not_answering_is_a_gauge_not_an_error(settings):
 
 
 def test_at_most_so_many_upstreams_are_read_per_scrape(monkeypatch):
-    account = ProviderAccount.objects.create(name="acme")
-    for name in ("acme-a", "acme-b", "acme-c"):
-        Upstream.objects.create(
-            name=name, account=account, kind="preset", preset="webshare_list",
-            endpoint_url="http://vendor.invalid/",
-        )  # fmt: skip
+    configure("acme-a", "acme-b", "acme-c")
     monkeypatch.setattr(exposition, "MAX_UPSTREAMS", 2)
     got = families(scrape().content)
     assert [labels["upstream"] for labels, _ in got["proxypool_upstream_managed_proxies"]] == [
