@@ -2,9 +2,10 @@
 how its last hour went; totals on top.
 
 Reads, all bounded: the configured upstreams (at most ``MAX_UPSTREAMS``; the page says when
-there are more), and for each one the pool's exact inventory and slots (two bounded pool
-calls), its place in the fetch scheduler (one read), then four aggregate queries for all of
-them at once (last fetch, the last hour's checks, figures and open alerts). A pool read that
+there are more) with their gateway share, and for each one the pool's exact inventory and
+slots (two bounded pool calls; the second also tells what gateway workers hold of it), its
+place in the fetch scheduler (one read), then four aggregate queries for all of them at once
+(last fetch, the last hour's checks, figures and open alerts). A pool read that
 fails (its Redis down, more expired than one bounded clean) leaves that upstream's live
 figures out and says why; it never fails the page.
 """
@@ -36,6 +37,11 @@ class UpstreamLine:
     unextracted: int | None = None
     managed: int | None = None
     available_slots: int | None = None
+    #: AVAILABLE proxies gateway workers hold without draining, and the connections they offer.
+    gateway_held: int | None = None
+    gateway_capacity: int | None = None
+    #: How much of the upstream the gateway may hold (configured, %).
+    gateway_share_percent: int | None = None
     #: Why the live figures are missing ("" when they are not).
     unavailable: str = ""
     fetch: FetchStatus | None = None
@@ -95,6 +101,7 @@ def overview(now: datetime | None = None) -> Overview:
         .only(
             "name",
             "enabled",
+            "gateway_share_percent",
             "account__name",
             "account__api_calls_per_minute",
             "account__proxies_per_minute",
@@ -109,6 +116,7 @@ def overview(now: datetime | None = None) -> Overview:
             u.enabled,
             calls_limit=u.account.api_calls_per_minute,
             proxies_limit=u.account.proxies_per_minute,
+            gateway_share_percent=u.gateway_share_percent,
         )
         for u in rows[:MAX_UPSTREAMS]
     }
@@ -131,6 +139,7 @@ def _live(lines: list[UpstreamLine], now: datetime) -> None:
             line.unextracted = pool.inventory(line.name)
             slots = pool.upstream_inventory(line.name)
             line.managed, line.available_slots = slots.managed, slots.available_slots
+            line.gateway_held, line.gateway_capacity = slots.gateway_held, slots.gateway_capacity
         except ActivityError as exc:
             line.unavailable = exc.code
         try:

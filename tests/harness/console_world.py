@@ -3,12 +3,12 @@ and the usage aggregates, for the console's tests (server-side and in the browse
 
 Upstream ``acme-us`` (account ``acme``): 14 proxies fetched, one in every state: 8 checked
 AVAILABLE (2 then extracted by client ``crawler-1``), 2 SUSPECT, 1 UNHEALTHY, 1 left FETCHED,
-1 CHECKING, 1 REMOVED. Worker ``edge-1`` holds 2 of
-the AVAILABLE ones (one draining, its ticket bound to snapshot 1, still busy), with a fresh
-report; worker sessions ``edge-2`` (no snapshot: failing closed) and ``edge-3`` (no report:
-stale). ``acme-eu``: 3 AVAILABLE. The scheduler runs a fetch of acme-us and has acme-eu due in
-5 minutes. The last hour: 20 fetched, 8 extracted, 3 of the 4
-that expired never used; 10 checks, 8 passed. One open alert on acme-us.
+1 CHECKING, 1 REMOVED; each takes 5 connections, and the gateway may hold 30% of the
+upstream. Worker ``edge-1`` holds 2 of the AVAILABLE ones (one draining, its ticket bound to
+snapshot 1, still busy), with a fresh report; worker sessions ``edge-2`` (no snapshot: failing
+closed) and ``edge-3`` (no report: stale). ``acme-eu``: 3 AVAILABLE. The scheduler runs a
+fetch of acme-us and has acme-eu due in 5 minutes. The last hour: 20 fetched, 8 extracted, 3
+of the 4 that expired never used; 10 checks, 8 passed. One open alert on acme-us.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ def _proxies(upstream: str, n: int, now: datetime, ref: SecretRef) -> list[Fetch
             host=f"10.7.{len(upstream)}.{i + 1}", port=8080, protocol="http",
             expires_at=now + timedelta(minutes=30), region="us" if upstream.endswith("us")
             else "de", carrier="att", secret_ref=ref,
+            max_concurrency=5 if upstream.endswith("us") else 1,
         )
         for i in range(n)
     ]  # fmt: skip
@@ -83,6 +84,7 @@ def seed_world() -> World:
         kind="preset",
         preset="webshare_list",
         endpoint_url="http://vendor.invalid/",
+        gateway_share_percent=30,
     )
     eu = Upstream.objects.create(
         name="acme-eu",

@@ -51,8 +51,11 @@ def test_an_operator_opens_the_overview_and_it_follows_the_pool(page, live_serve
     pool = get_pool()
     for name in ("acme-us", "acme-eu"):
         assert figure(page, "unextracted", name) == f"{pool.inventory(name):,}"
-        assert figure(page, "managed", name) == f"{pool.upstream_inventory(name).managed:,}"
+        inventory = pool.upstream_inventory(name)
+        assert figure(page, "managed", name) == f"{inventory.managed:,}"
+        assert figure(page, "gateway-capacity", name) == f"{inventory.gateway_capacity:,}"
     assert figure(page, "total-unextracted") == "14"
+    assert figure(page, "gateway-share", "acme-us") == "30%"
     screenshot(page, "overview")
     assert PROXY_PASSWORD not in page.content()
 

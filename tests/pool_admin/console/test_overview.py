@@ -50,6 +50,31 @@ def test_the_overview_shows_what_the_pool_holds(client, staff, world):
     assert PROXY_PASSWORD not in html and "10.7." not in html  # no secret, no address
 
 
+def test_the_overview_shows_what_the_gateway_holds_of_each_upstream(
+    client, staff, world, monkeypatch
+):
+    """Per upstream, the gateway's held proxies and their connections beside the slots, from the
+    one ``upstream_inventory`` read the slots come from, and its configured share."""
+    pool = get_pool()
+    reads: list[str] = []
+    real = pool.upstream_inventory
+    monkeypatch.setattr(pool, "upstream_inventory", lambda u: reads.append(u) or real(u))
+    html = client.get(OVERVIEW).content.decode()
+    assert sorted(reads) == ["acme-eu", "acme-us"]  # no read more than the slots already made
+    for name in ("acme-us", "acme-eu"):
+        inventory = real(name)
+        assert figure(html, "gateway-held", name) == f"{inventory.gateway_held:,}"
+        assert figure(html, "gateway-capacity", name) == f"{inventory.gateway_capacity:,}"
+    # edge-1 holds two of acme-us (5 connections each); the draining one is not counted.
+    assert (figure(html, "gateway-held", "acme-us"),
+            figure(html, "gateway-capacity", "acme-us")) == ("1", "5")  # fmt: skip
+    assert figure(html, "gateway-held", "acme-eu") == "0"
+    assert figure(html, "gateway-share", "acme-us") == "30%"
+    assert figure(html, "gateway-share", "acme-eu") == "50%"  # the default
+    assert figure(html, "total-gateway-held") == "1"
+    assert figure(html, "total-gateway-capacity") == "5"
+
+
 def test_the_live_part_alone_is_rendered_for_the_refresh(client, staff, world):
     part = client.get(OVERVIEW + "?part=live")
     assert part.status_code == 200 and "no-store" in part["Cache-Control"]
@@ -109,3 +134,4 @@ def test_an_upstream_the_pool_cannot_read_says_so_and_the_page_stands(
     html = response.content.decode()
     assert figure(html, "unavailable", "acme-us").startswith("unavailable: ")
     assert "could not be read now" in html
+    assert figure(html, "gateway-share", "acme-us") == "30%"  # configured: still known
