@@ -8,7 +8,10 @@ upstream. Worker ``edge-1`` holds 2 of the AVAILABLE ones (one draining, its tic
 snapshot 1, still busy), with a fresh report; worker sessions ``edge-2`` (no snapshot: failing
 closed) and ``edge-3`` (no report: stale). ``acme-eu``: 3 AVAILABLE. The scheduler runs a
 fetch of acme-us and has acme-eu due in 5 minutes. The last hour: 20 fetched, 8 extracted, 3
-of the 4 that expired never used; 10 checks, 8 passed. One open alert on acme-us.
+of the 4 that expired never used; 10 checks, 8 passed. One open alert on acme-us. Configured
+in PostgreSQL: group ``edge`` (target 40 connections) with workers edge-1, edge-2, edge-4
+(enabled, no session) and edge-5 (disabled); group ``spare`` (target 0) with none; edge-3's
+session belongs to no configured worker.
 """
 
 from __future__ import annotations
@@ -35,7 +38,14 @@ from activity.types import (
 from pool_admin import alerts
 from pool_admin.bootstrap import get_pool, get_scheduler
 from pool_admin.config.credential_store import CredentialStore
-from pool_admin.config.models import Alert, Credential, ProviderAccount, Upstream
+from pool_admin.config.models import (
+    Alert,
+    Credential,
+    GatewayWorker,
+    ProviderAccount,
+    Upstream,
+    WorkerGroup,
+)
 from pool_admin.metrics.aggregates import apply_events
 from pool_admin.metrics.events import Event
 
@@ -149,6 +159,10 @@ def seed_world() -> World:
     ])  # fmt: skip
     for _ in range(3):
         alerts.record(us, Alert.Kind.FETCH_FAILING, failed=True, detail="vendor said 500")
+    edge = WorkerGroup.objects.create(name="edge", target_capacity=40)
+    WorkerGroup.objects.create(name="spare", target_capacity=0)
+    for name in ("edge-1", "edge-2", "edge-4", "edge-5"):
+        GatewayWorker.objects.create(name=name, group=edge, enabled=name != "edge-5")
     assert Alert.objects.filter(opened_at__isnull=False, closed_at__isnull=True).count() == 1
     return World(now, us, eu, extracted, owned)
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from django import template
 
 from activity.inspection import WorkerStatus
+from pool_admin.console.ownership import FRESHNESS
 from pool_admin.console.ownership import freshness as freshness_of
 
 register = template.Library()
@@ -60,6 +61,12 @@ def total(overview: object, name: str) -> int:
 @register.filter
 def freshness(worker: WorkerStatus) -> str:
     return freshness_of(worker)
+
+
+@register.filter
+def meaning(state: str) -> str:
+    """What a freshness state means (a cell's title; the legend lists them all)."""
+    return FRESHNESS.get(state, "")
 
 
 @register.filter

@@ -106,6 +106,11 @@ def test_an_operator_sees_the_workers_and_one_worker_s_tickets(page, live_server
     fresh = page.locator('tr[data-worker="edge-1"] [data-figure="freshness"]')
     assert fresh.inner_text() == "fresh"
     assert page.inner_text('tr[data-worker="edge-2"] [data-figure="freshness"]') == "failing closed"
+    assert fresh.locator("span").get_attribute("title").startswith("Its last runtime report")
+    expect(page.locator("#console-freshness-legend")).to_be_visible()
+    assert page.inner_text('tr[data-worker="edge-3"] [data-figure="group"]') == "not configured"
+    assert page.inner_text('tr[data-idle-worker="edge-4"] [data-figure="session"]') == "no session"
+    assert page.inner_text('tr[data-group="edge"] [data-figure="live"]') == "2"
     screenshot(page, "ownership")
     page.click('tr[data-worker="edge-1"] a')
     page.wait_for_selector("#console-tickets")
