@@ -36,6 +36,12 @@ class Command(OperatorCommand):
             action="store_true",
             help="Let it call GET /api/v1/inventory (off by default).",
         )
+        parser.add_argument(
+            "--gateway",
+            action="store_true",
+            help="Let it use the gateway: workers accept its key, with the same upstreams, "
+            "regions and protocols (off by default; limits in the admin).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         name: str = options["name"]
@@ -58,7 +64,10 @@ class Command(OperatorCommand):
                 raise CommandError(f"unknown upstream {missing[0]!r}; nothing changed")
             with transaction.atomic():
                 client = ApiClient(
-                    name=name, may_view_inventory=options["may_view_inventory"], **fields
+                    name=name,
+                    may_view_inventory=options["may_view_inventory"],
+                    gateway_enabled=options["gateway"],
+                    **fields,
                 )
                 client.save()
                 client.allowed_upstreams.add(*upstreams)
@@ -68,7 +77,8 @@ class Command(OperatorCommand):
             f"Created client {client.name}: {client.requests_per_second} requests/s, "
             f"{client.proxies_per_minute} proxies/min, at most {client.max_count_per_request} "
             f"per request, upstreams: {allowed}, inventory: "
-            f"{'visible' if client.may_view_inventory else 'not visible'}."
+            f"{'visible' if client.may_view_inventory else 'not visible'}, gateway: "
+            f"{'allowed' if client.gateway_enabled else 'not allowed'}."
         )
         self.stdout.write(f"API key {key} (shown once, store it now):")
         self.stdout.write(plaintext)

@@ -20,6 +20,7 @@ from django.core.management import (
     load_command_class,
 )
 
+from gateway_runtime.wire import verify
 from pool_admin import bootstrap
 from pool_admin.api.auth import authenticate_key
 from pool_admin.config.models import ApiClient, ApiKey, GatewayWorker, WorkerToken
@@ -53,6 +54,15 @@ def test_create_client_may_let_it_see_the_inventory(run, upstreams):
     code, out, _ = run("create_client", "crawler-8", "--may-view-inventory")
     assert code == 0 and "inventory: visible" in out
     assert ApiClient.objects.get(name="crawler-8").may_view_inventory is True
+    assert "gateway: not allowed" in out
+
+
+def test_create_client_may_let_it_use_the_gateway(run, upstreams):
+    code, out, _ = run("create_client", "shop-1", "--gateway")
+    assert code == 0 and "gateway: allowed" in out
+    client = ApiClient.objects.get(name="shop-1")
+    assert client.gateway_enabled is True
+    assert verify(plaintext_in(out), client.keys.get().gateway_verifier)
 
 
 @pytest.mark.parametrize(
