@@ -71,9 +71,12 @@ class ManagerPolicy:
     expire_batch: int = 500
     expire_batches: int = 10
     #: A worker's holdings read (and its proxies' bans) is kept while its holdings revision is
-    #: unchanged, and at most this long: a change to what it holds is seen at the next tick,
-    #: a held proxy's health or ban within this (neither moves the revision).
-    view_max_age: timedelta = timedelta(seconds=10)
+    #: unchanged, and read again past this age (aged_rereads a tick): a change to what it
+    #: holds is seen at the next tick, a held proxy's health or ban within this and the ticks
+    #: the re-reads take (neither moves the revision).
+    view_max_age: timedelta = timedelta(seconds=30)
+    #: Holdings reads past view_max_age a tick makes again (the oldest first).
+    aged_rereads: int = 20
 
 
 @dataclass(slots=True)
@@ -161,38 +164,49 @@ class OwnershipManager:
     def _read(
         self, groups: Sequence[GroupConfig], statuses: Mapping[str, WorkerStatus], now: datetime
     ) -> list[_Worker]:
+        configured = sorted({w for g in groups for w in g.workers})
+        kept = self._holdings(configured, now)
         workers = []
-        configured: set[str] = set()
         for group in groups:
             live = sorted(w for w in group.workers if w in statuses)
             part, rest = divmod(group.target_capacity, len(live)) if live else (0, 0)
             for worker_id in sorted(group.workers):
-                configured.add(worker_id)
-                kept = self._holdings(worker_id, now)
                 status = statuses.get(worker_id)
                 share = 0
                 if status is not None:  # equal parts; the remainder to the first by ID
                     share = part + (1 if live.index(worker_id) < rest else 0)
-                workers.append(_Worker(worker_id, group, status, kept.view, share, kept.banned))
-        for gone in set(self._kept) - configured:  # bounded by the configured workers
-            del self._kept[gone]
+                one = kept[worker_id]
+                workers.append(_Worker(worker_id, group, status, one.view, share, one.banned))
         return workers
 
-    def _holdings(self, worker_id: str, now: datetime) -> _KeptView:
-        """The worker's holdings, read again unless the kept read is still its revision's and
-        younger than ``view_max_age``."""
-        kept = self._kept.get(worker_id)
-        if (
-            kept is not None
-            and now - kept.read_at < self._policy.view_max_age
-            and self._pool.worker_revision(worker_id).revision == kept.view.revision
-        ):
-            return kept
+    def _holdings(self, worker_ids: Sequence[str], now: datetime) -> dict[str, _KeptView]:
+        """Each worker's holdings: read again when its revision moved since the kept read (a
+        change to what it holds), or when the kept read is older than ``view_max_age`` (its
+        proxies' health and bans move no revision), the oldest first and at most
+        ``aged_rereads`` of those a tick, so a tick never reads every worker at once; the
+        rest keep theirs one tick more."""
+        fresh: dict[str, _KeptView] = {}
+        aged: list[tuple[datetime, str]] = []
+        for worker_id in worker_ids:
+            kept = self._kept.get(worker_id)
+            if kept is None or self._pool.worker_revision(worker_id).revision != (
+                kept.view.revision
+            ):
+                fresh[worker_id] = self._read_holdings(worker_id, now)
+            elif now - kept.read_at >= self._policy.view_max_age:
+                aged.append((kept.read_at, worker_id))
+                fresh[worker_id] = kept
+            else:
+                fresh[worker_id] = kept
+        for _, worker_id in sorted(aged)[: self._policy.aged_rereads]:
+            fresh[worker_id] = self._read_holdings(worker_id, now)
+        self._kept = fresh  # bounded by the configured workers
+        return fresh
+
+    def _read_holdings(self, worker_id: str, now: datetime) -> _KeptView:
         view = self._pool.worker_assignments(worker_id, self._policy.holdings_limit)
         banned = self._pool.quarantine_of(sorted(view.held), now) if view.held else {}
-        kept = _KeptView(view, banned, now)
-        self._kept[worker_id] = kept
-        return kept
+        return _KeptView(view, banned, now)
 
     def _expire(self, now: datetime) -> tuple[int, bool]:
         expired = 0

@@ -237,7 +237,7 @@ def test_a_workers_holdings_are_read_again_only_when_they_changed_or_aged(make_p
     h.stock("p1", "p2", "p3", ttl=9 * MIN)
     live(h, "w1", "w2")
     pool = CountingPool(h.pool)
-    mgr = OwnershipManager(pool, h.clock, ManagerPolicy())
+    mgr = OwnershipManager(pool, h.clock, ManagerPolicy(view_max_age=10 * SEC))
     groups = [group(4, "w1"), group(4, "w2", name="g2")]
     mgr.tick(groups, {})  # reads both, assigns to both (their revisions move)
     assert pool.reads == 2
@@ -259,7 +259,7 @@ def test_a_held_proxys_health_is_acted_on_within_the_view_age(make_pool):
     h = make_pool()
     h.stock("p1", ttl=9 * MIN)
     live(h, "w1")
-    mgr = manager(h)
+    mgr = manager(h, view_max_age=10 * SEC)
     mgr.tick([group(4, "w1")], {})  # assigns p1 (its revision moves)
     mgr.tick([group(4, "w1")], {})  # reads it again, and keeps that read
     h.mark(["p1"], ProxyState.SUSPECT)  # moves no revision
@@ -271,6 +271,29 @@ def test_a_held_proxys_health_is_acted_on_within_the_view_age(make_pool):
     mgr.tick([group(4, "w1")], {})
     h.mark(["p2"], ProxyState.SUSPECT)
     assert manager(h).tick([group(4, "w1")], {}).groups["g1"].drains_begun == 1
+
+
+def test_aged_holdings_are_read_again_a_bounded_few_a_tick_the_oldest_first(make_pool):
+    h = make_pool()
+    workers = ("w1", "w2", "w3")
+    for w in workers:
+        h.stock(f"{w}-p", ttl=9 * MIN)
+    live(h, *workers)
+    pool = CountingPool(h.pool)
+    mgr = OwnershipManager(pool, h.clock, ManagerPolicy(view_max_age=10 * SEC, aged_rereads=1))
+    groups = [group(4, w, name=f"g-{w}") for w in workers]
+    mgr.tick(groups, {})
+    mgr.tick(groups, {})  # the assigns moved each revision: read again, then kept
+    settled = pool.reads
+    h.advance(11 * SEC)
+    mgr.tick(groups, {})
+    assert pool.reads == settled + 1
+    oldest_left = sorted(mgr._kept.items(), key=lambda kv: kv[1].read_at)[0][0]
+    mgr.tick(groups, {})
+    assert pool.reads == settled + 2 and mgr._kept[oldest_left].read_at == h.now
+    mgr.tick(groups, {})
+    mgr.tick(groups, {})
+    assert pool.reads == settled + 3  # each read once, none past its turn
 
 
 def test_workers_no_longer_configured_are_forgotten(make_pool):
