@@ -21,6 +21,7 @@ from typing import Protocol
 
 from activity.clock import Clock
 from activity.errors import OwnershipConflict, ScanBudgetExhausted
+from activity.holdings import read_holdings
 from activity.inspection import LiveWorkers, WorkerStatus
 from activity.ports import ControlStore, OutcomeStore, OwnershipRepository, SlotsReader
 from activity.types import (
@@ -175,7 +176,9 @@ class OwnershipManager:
                 share = 0
                 if status is not None:  # equal parts; the remainder to the first by ID
                     share = part + (1 if live.index(worker_id) < rest else 0)
-                one = kept[worker_id]
+                one = kept.get(worker_id)
+                if one is None:
+                    continue  # not read as one this tick (holdings.read_holdings)
                 workers.append(_Worker(worker_id, group, status, one.view, share, one.banned))
         return workers
 
@@ -184,7 +187,8 @@ class OwnershipManager:
         change to what it holds), or when the kept read is older than ``view_max_age`` (its
         proxies' health and bans move no revision), the oldest first and at most
         ``aged_rereads`` of those a tick, so a tick never reads every worker at once; the
-        rest keep theirs one tick more."""
+        rest keep theirs one tick more. A worker whose holdings could not be read as one
+        (they kept changing) is left out of this tick: nothing is done for it on a guess."""
         fresh: dict[str, _KeptView] = {}
         aged: list[tuple[datetime, str]] = []
         for worker_id in worker_ids:
@@ -192,19 +196,24 @@ class OwnershipManager:
             if kept is None or self._pool.worker_revision(worker_id).revision != (
                 kept.view.revision
             ):
-                fresh[worker_id] = self._read_holdings(worker_id, now)
+                read = self._read_holdings(worker_id, now)
+                if read is not None:
+                    fresh[worker_id] = read
             elif now - kept.read_at >= self._policy.view_max_age:
                 aged.append((kept.read_at, worker_id))
                 fresh[worker_id] = kept
             else:
                 fresh[worker_id] = kept
         for _, worker_id in sorted(aged)[: self._policy.aged_rereads]:
-            fresh[worker_id] = self._read_holdings(worker_id, now)
+            fresh[worker_id] = self._read_holdings(worker_id, now) or fresh[worker_id]
         self._kept = fresh  # bounded by the configured workers
         return fresh
 
-    def _read_holdings(self, worker_id: str, now: datetime) -> _KeptView:
-        view = self._pool.worker_assignments(worker_id, self._policy.holdings_limit)
+    def _read_holdings(self, worker_id: str, now: datetime) -> _KeptView | None:
+        try:
+            view = read_holdings(self._pool, worker_id, self._policy.holdings_limit)
+        except ScanBudgetExhausted:
+            return None
         banned = self._pool.quarantine_of(sorted(view.held), now) if view.held else {}
         return _KeptView(view, banned, now)
 

@@ -113,7 +113,12 @@ class RuntimeReader(Protocol):
 
 
 class ControlStore(Protocol):
-    def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments: ...
+    def worker_assignments(self, worker_id: str, limit: int, offset: int = 0) -> WorkerAssignments:
+        """The worker's non-draining assignments from ``offset`` in lease order, at most
+        ``limit``, with their proxies, the epoch and the holdings revision, in one atomic
+        step; ``complete`` False when more follow. Pages are one read only if each page's
+        revision is the first's (``activity.holdings.read_holdings``)."""
+        ...
 
     def worker_revision(self, worker_id: str) -> WorkerRevision:
         """The worker's holdings revision and live session, in one O(1) step (no holdings

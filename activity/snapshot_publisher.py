@@ -2,10 +2,11 @@
 issued to its session, and acknowledged (docs/gateway.md has the flow; ADR-005 "Worker 运行态"
 the rules the pool keeps).
 
-A snapshot is built from the worker's own ``worker-owned`` index only (``worker_assignments``,
-one atomic read, never a scan of the pool), bounded by ``PublisherPolicy.max_proxies``. An
-unchanged snapshot is answered without a rebuild: its entity tag names the session generation,
-the worker's holdings revision, the clients' stamp and the version last issued, and the pool
+A snapshot is built from the worker's own ``worker-owned`` index only (``worker_assignments``
+in pages read as one, activity/holdings.py; never a scan of the pool), bounded by
+``PublisherPolicy.max_proxies``. An unchanged snapshot is answered without a rebuild: its
+entity tag names the session generation, the worker's holdings revision, the clients' stamp
+and the version last issued, and the pool
 reads the first two and the last in one O(1) step (``worker_revision``). Any change to what
 the worker holds moves the revision, a new session moves the generation, a change to the
 clients moves their stamp, and another build moves the version; so a matching tag means the
@@ -25,6 +26,7 @@ from typing import Protocol
 
 from activity.clock import Clock
 from activity.errors import SessionFenced, SnapshotRejected
+from activity.holdings import read_holdings
 from activity.ports import ControlStore
 from activity.types import Assignment, HeldProxy, SnapshotRef, WorkerAssignments, WorkerSession
 from gateway_runtime.wire import (
@@ -139,7 +141,7 @@ class SnapshotPublisher:
         return self._pool.acknowledge_snapshot(worker_id, session_id, ack.version)
 
     def _build(self, worker_id: str, session: WorkerSession, clients: ClientSet) -> Published:
-        held = self._pool.worker_assignments(worker_id, self._policy.max_proxies)
+        held = read_holdings(self._pool, worker_id, self._policy.max_proxies)
         if not held.complete:
             raise SnapshotTooLarge(
                 f"the worker holds more than {self._policy.max_proxies} proxies; "

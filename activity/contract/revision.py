@@ -14,7 +14,8 @@ import pytest
 
 from activity.contract.harness import PoolHarness
 from activity.contract.runtime import _World
-from activity.errors import InvalidRequest
+from activity.errors import InvalidRequest, ScanBudgetExhausted
+from activity.holdings import read_holdings
 from activity.types import ProxyState, SnapshotRef
 
 SEC = timedelta(seconds=1)
@@ -198,3 +199,67 @@ class TestWorkerRevisionSession:
         h = make_pool()
         with pytest.raises(InvalidRequest):
             h.pool.worker_revision(worker)
+
+
+class TestHoldingsPages:
+    def test_pages_in_lease_order_make_the_whole(self, make_pool):
+        """worker_assignments(offset): pages of the lease order; complete on the last one."""
+        h = make_pool()
+        _World(h, *[f"p{i}" for i in range(5)])
+        whole = h.pool.worker_assignments("w1", 10)
+        pages = [h.pool.worker_assignments("w1", 2, offset) for offset in (0, 2, 4)]
+        assert [p.complete for p in pages] == [False, False, True]
+        assert [a for p in pages for a in p.assignments] == list(whole.assignments)
+        assert {k: v for p in pages for k, v in p.held.items()} == dict(whole.held)
+        assert {(p.revision, p.epoch) for p in pages} == {(whole.revision, whole.epoch)}
+        past = h.pool.worker_assignments("w1", 2, 9)
+        assert (past.assignments, past.complete) == ((), True)
+
+    @pytest.mark.parametrize("offset", [-1, True, "1", 10_001])
+    def test_a_bad_offset_is_refused(self, make_pool, offset):
+        h = make_pool()
+        with pytest.raises(InvalidRequest):
+            h.pool.worker_assignments("w1", 2, offset)
+
+
+class TestPagedHoldingsRead:
+    """activity/holdings.py over both pools: pages read as one, or read again."""
+
+    def test_pages_under_one_revision_are_one_read(self, make_pool):
+        h = make_pool()
+        _World(h, *[f"p{i}" for i in range(7)])
+        whole = h.pool.worker_assignments("w1", 100)
+        paged = read_holdings(h.pool, "w1", 100, page=3)
+        assert paged == whole
+        capped = read_holdings(h.pool, "w1", 5, page=3)
+        assert len(capped.assignments) == 5 and not capped.complete
+
+    def test_a_change_between_pages_starts_the_read_again(self, make_pool):
+        h = make_pool()
+        w = _World(h, *[f"p{i}" for i in range(4)])
+        h.stock("p9")
+        changes = iter([lambda: h.pool.assign(h.now, "p9", "w1", MIN)])
+
+        class ChangingBetweenPages:
+            def worker_assignments(self, worker_id, limit, offset=0):
+                if offset:
+                    next(changes, lambda: None)()  # once: an assign between two pages
+                return h.pool.worker_assignments(worker_id, limit, offset)
+
+        read = read_holdings(ChangingBetweenPages(), "w1", 100, page=2)  # type: ignore[arg-type]
+        assert sorted(a.proxy_id for a in read.assignments) == sorted([*w.assignments, "p9"])
+        assert read == h.pool.worker_assignments("w1", 100)
+
+    def test_holdings_that_never_hold_still_are_temporarily_unavailable(self, make_pool):
+        h = make_pool()
+        w = _World(h, "p1", "p2", "p3")
+
+        class AlwaysChanging:
+            def worker_assignments(self, worker_id, limit, offset=0):
+                if offset:
+                    a = w.assignments["p1"]
+                    h.pool.renew(h.now, "p1", "w1", a.epoch, 5 * MIN)  # moves the revision
+                return h.pool.worker_assignments(worker_id, limit, offset)
+
+        with pytest.raises(ScanBudgetExhausted):
+            read_holdings(AlwaysChanging(), "w1", 100, page=2)  # type: ignore[arg-type]

@@ -149,8 +149,8 @@ class MemoryPool:
     def open_session(self, worker_id: str, session_id: str, ttl: timedelta) -> WorkerSession:
         return self._workers.open_session(worker_id, session_id, ttl)
 
-    def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
-        return self._workers.worker_assignments(worker_id, limit)
+    def worker_assignments(self, worker_id: str, limit: int, offset: int = 0) -> WorkerAssignments:
+        return self._workers.worker_assignments(worker_id, limit, offset)
 
     def worker_revision(self, worker_id: str) -> WorkerRevision:
         return self._workers.worker_revision(worker_id)

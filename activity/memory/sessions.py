@@ -83,14 +83,15 @@ class WorkerSessions:
         return session
 
     # ------------------------------------------------------------------ ControlStore
-    def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
+    def worker_assignments(self, worker_id: str, limit: int, offset: int = 0) -> WorkerAssignments:
         s = self._s
         text(worker_id, "worker_id", s.options)
         n = count(limit, "limit", low=1, high=s.options.max_report_entries)
+        at = count(offset, "offset", low=0, high=s.options.max_report_entries)
         with s.lock:
             check_deadline()
             owned = s.worker_owned.get(worker_id) or ZSet()
-            items = tuple(s.owners[pid].view(pid) for pid, _ in owned.first(n))
+            items = tuple(s.owners[pid].view(pid) for pid, _ in owned.range(at, n))
             held = {
                 a.proxy_id: HeldProxy(extracted_view(rec), rec.state, rec.max_concurrency)
                 for a in items
@@ -99,7 +100,7 @@ class WorkerSessions:
             return WorkerAssignments(
                 s.epoch,
                 items,
-                complete=len(owned) <= n,
+                complete=len(owned) <= at + n,
                 held=held,
                 revision=s.revisions.get(worker_id, 0),
             )

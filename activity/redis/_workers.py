@@ -59,10 +59,11 @@ class WorkerCalls:
         return session(worker_id, reply)
 
     # ------------------------------------------------------------------ ControlStore
-    def worker_assignments(self, worker_id: str, limit: int) -> WorkerAssignments:
+    def worker_assignments(self, worker_id: str, limit: int, offset: int = 0) -> WorkerAssignments:
         v.text(worker_id, "worker_id", self.options)
         n = v.count(limit, "limit", low=1, high=self.options.max_report_entries)
-        reply = self._scripts.call("worker_assignments", worker_id, n)
+        at = v.count(offset, "offset", low=0, high=self.options.max_report_entries)
+        reply = self._scripts.call("worker_assignments", worker_id, n, at)
         items = tuple(assignment(a) for a in as_list(reply["assignments"]))
         held = {str(h["id"]): held_proxy(h["s"], h["j"]) for h in as_list(reply["held"])}
         return WorkerAssignments(

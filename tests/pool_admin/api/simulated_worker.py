@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import httpx
 from rest_framework.test import APIClient
 
 from gateway_runtime.wire import (
@@ -23,10 +24,51 @@ from gateway_runtime.wire import (
 BASE = "/api/v1/gateway"
 
 
+class OverHttp:
+    """The test client's calls (``post``, ``get``, ``credentials``) over real HTTP to a
+    running web server, so one simulated worker drives either."""
+
+    def __init__(self, port: int) -> None:
+        self._http = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+
+    def credentials(self, HTTP_AUTHORIZATION: str) -> None:
+        self._http.headers["Authorization"] = HTTP_AUTHORIZATION
+
+    @staticmethod
+    def _headers(meta: dict[str, str]) -> dict[str, str]:
+        return {k.removeprefix("HTTP_").replace("_", "-"): v for k, v in meta.items()}
+
+    def post(self, path, data=None, format=None, content_type=None, **meta):
+        if format == "json":
+            return _Answer(self._http.post(path, json=data, headers=self._headers(meta)))
+        headers = {**self._headers(meta), "Content-Type": content_type or "application/json"}
+        return _Answer(self._http.post(path, content=data, headers=headers))
+
+    def get(self, path, **meta):
+        return _Answer(self._http.get(path, headers=self._headers(meta)))
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class _Answer:
+    """An httpx response read as the test client's (``status_code``, ``content``, ``[h]``)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.status_code, self.content, self._headers = (
+            response.status_code,
+            response.content,
+            response.headers,
+        )
+
+    def __getitem__(self, name: str) -> str:
+        return self._headers[name]
+
+
 @dataclass
 class SimulatedWorker:
     token: str
-    client: APIClient = field(default_factory=APIClient)
+    client: APIClient | OverHttp = field(default_factory=APIClient)
     session_id: str | None = None
     #: The snapshot last fetched, and the one last ACKed (what reports name).
     snapshot: Snapshot | None = None

@@ -1,5 +1,7 @@
-"""Extract and assignment racing for the same proxies: API clients extracting through the real
-web server (as ``make run`` runs it) while the real ownership manager ticks for a worker whose
+"""The gateway through the real web server (as ``make run`` runs it): a simulated worker's
+round over the wire, and extract and assignment racing for the same proxies.
+
+Racing: API clients extracting through the real web server (as ``make run`` runs it) while the real ownership manager ticks for a worker whose
 session was opened over the same server. The pool decides each race in one atomic step, so
 no proxy is ever both extracted and assigned, and every proxy goes one way at most.
 
@@ -11,6 +13,7 @@ only by chance at the end); the manager's assigns of proxies extracted since mus
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 
@@ -21,6 +24,7 @@ from activity.ownership_manager import ManagerPolicy, OwnershipManager
 from pool_admin import bootstrap
 from pool_admin.gateway_tasks import configured_groups, gateway_shares
 from tests.harness.web_server import project_web_server
+from tests.pool_admin.api.simulated_worker import OverHttp, SimulatedWorker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
 
@@ -167,3 +171,31 @@ def test_no_proxy_is_both_extracted_and_assigned(
     # Every round's candidates included proxies extracted after the read: the pool refused
     # each such assign (an assign that skipped the check would hold an extracted proxy above).
     assert refused >= 5
+
+
+def test_a_simulated_worker_over_real_http(web_server, make_worker, seed, upstreams, pool_clock):
+    """The simulated worker's whole round over the wire, as a worker will make it: session,
+    snapshot (verified), ACK, 304, report, and the fence of a replaced session."""
+    upstreams.us.gateway_share_percent = 100
+    upstreams.us.save()
+    w = make_worker()
+    seed(n=3)
+    worker = SimulatedWorker(w.plaintext, OverHttp(web_server))
+    other = SimulatedWorker(w.plaintext, OverHttp(web_server))
+    try:
+        assert worker.open().status_code == 200
+        groups, shares = configured_groups(), gateway_shares()
+        manager = OwnershipManager(bootstrap.get_pool(), pool_clock, ManagerPolicy())
+        assert manager.tick(groups, shares).groups[w.group.name].assigned == 3
+        assert len(worker.sync().proxies) == 3
+        assert worker.fetch().status_code == 304
+        worker.active = {worker.snapshot.proxies[0].proxy_id: 1}
+        assert worker.report().status_code == 200
+        assert other.open().status_code == 200  # replaces the session
+        fenced = worker.report()
+        assert fenced.status_code == 409
+        assert json.loads(fenced.content)["code"] == "session_fenced"
+        assert len(other.sync().proxies) == 3
+    finally:
+        for one in (worker, other):
+            one.client.close()
