@@ -6,7 +6,8 @@ run`` turns it on unless ``DEMO=0``), handing out the local proxies ``make run``
 It answers as the real API does: ``Authorization: Token <key>`` (the demo account's credential,
 stored as that whole value) or a 401 ``{"detail": "Invalid token."}``; ``?page_size=N`` of the
 proxies of ``?protocol=http|socks5``, each ``valid`` with its ``username`` and ``password``.
-Webshare's list gives no expiry, so the upstream's default TTL (a minute) makes the pool churn.
+Webshare's list gives no expiry, so the upstream's default TTL (three minutes) makes the pool
+churn.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from activity.ownership_manager import ManagerPolicy
 from activity.types import ExtractFilters, ExtractRequest
 from pool_admin import demo, fetch_tasks
 from pool_admin.bootstrap import get_pool
@@ -46,7 +47,11 @@ def test_ensure_demo_configures_once_and_prints_a_generated_key_once(monkeypatch
     assert set(Upstream.objects.values_list("name", flat=True)) == set(demo.UPSTREAMS)
     assert Upstream.objects.get(name="demo").endpoint_url.startswith("http://127.0.0.1:9000/")
     assert ProviderAccount.objects.get().credential.reveal().startswith("Token ")
-    assert ApiClient.objects.get(name="demo").may_view_inventory
+    demo_client = ApiClient.objects.get(name="demo")
+    assert demo_client.may_view_inventory and demo_client.gateway_enabled
+    # Its proxies live long enough to be assigned: twice the manager's drain lead and more.
+    lead = ManagerPolicy().drain_lead.total_seconds()
+    assert {u.default_ttl_s for u in Upstream.objects.all()} == {180} and 2 * lead < 180
 
 
 def test_demo_api_key_is_the_clients_key_and_a_malformed_one_changes_nothing(monkeypatch):

@@ -102,7 +102,10 @@ class Command(OperatorCommand):
                 "credential_header": "Authorization",
                 "allow_local_hosts": True,
                 "default_protocol": protocol,
-                "default_ttl_s": 60,
+                # Long enough for the gateway: the ownership manager assigns only proxies with
+                # twice its drain lead (2 x 30 s) of use left, so a proxy living a minute
+                # would never reach a worker; short enough that the pool visibly churns.
+                "default_ttl_s": 180,
                 "safety_margin_s": 5,
                 "max_size": SIZES[name],
                 "fetch_interval_s": 10,
@@ -115,7 +118,7 @@ class Command(OperatorCommand):
 
     def _client(self, upstreams: list[Upstream]) -> ApiClient:
         client, _ = ApiClient.objects.update_or_create(
-            name=demo.CLIENT, defaults={"may_view_inventory": True}
+            name=demo.CLIENT, defaults={"may_view_inventory": True, "gateway_enabled": True}
         )
         client.allowed_upstreams.set(upstreams)
         return client

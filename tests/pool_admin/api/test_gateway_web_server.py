@@ -1,9 +1,10 @@
 """The gateway through the real web server (as ``make run`` runs it): a simulated worker's
 round over the wire, and extract and assignment racing for the same proxies.
 
-Racing: API clients extracting through the real web server (as ``make run`` runs it) while the real ownership manager ticks for a worker whose
-session was opened over the same server. The pool decides each race in one atomic step, so
-no proxy is ever both extracted and assigned, and every proxy goes one way at most.
+Racing: API clients extract through the server while the real ownership manager ticks for a
+worker whose session was opened over the same server. The pool decides each race in one
+atomic step, so no proxy is ever both extracted and assigned, and every proxy goes one way at
+most.
 
 Two phases, one server. Free running: extractors and the manager at full speed, then the
 invariants. Interleaved: while the manager holds the candidates it read, clients extract
