@@ -1,0 +1,202 @@
+"""A gateway worker's local state: the snapshot it serves from, its proxies' capacity counters,
+the proxies it still drains, and the runtime report built from them (ADR-005 "Worker 运行态与
+容量汇总", "故障语义"; docs/gateway.md).
+
+The request path reads only this: ``view()`` hands a connection one immutable ``View`` that it
+keeps from start to end, and ``reserve``/``activate``/``release`` move the counters. A new
+snapshot replaces the view in one assignment. A proxy the new snapshot leaves out while
+connections still use it stays, as draining: it takes no new work, its connections go on, and
+it is reported under the assignment epoch it was held at until its counts reach zero. The
+draining registry is bounded: a snapshot that would push it past ``max_draining`` is refused
+(the old view stays, and the refusal is returned to be logged and reported).
+
+Past ``max_staleness`` since the control plane last confirmed the snapshot (a 200 or a 304),
+``view()`` answers None: the worker fails closed (503 to new traffic) and recovers by itself
+at the next confirmation. Confined to one event loop: no locks (a connection's handler and the
+control client run on the same loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+
+from gateway_runtime.wire import (
+    ReportEntry,
+    RuntimeReportBody,
+    Snapshot,
+    SnapshotAck,
+    SnapshotProxy,
+)
+from gateway_runtime.wire.limits import MAX_PROXIES
+
+#: Removed-but-busy proxies kept at most (the wire's largest snapshot).
+MAX_DRAINING = MAX_PROXIES
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One snapshot as connections use it; never changed once made."""
+
+    snapshot: Snapshot
+    #: The snapshot's proxies by ID (a read-only mapping).
+    proxies: Mapping[str, SnapshotProxy] = field(repr=False)
+
+
+@dataclass(slots=True)
+class _Counts:
+    #: The assignment epoch the proxy is held under (its report entries name it).
+    epoch: int
+    maximum: int
+    active: int = 0
+    reserved: int = 0
+
+    @property
+    def busy(self) -> bool:
+        return self.active > 0 or self.reserved > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Installed:
+    """What ``install`` did: the snapshot taken (or refused, and why), and how many proxies it
+    moved to draining."""
+
+    taken: bool
+    draining: int = 0
+    refused: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """One connection's hold on a proxy: reserved, then active, then released once."""
+
+    proxy_id: str
+    epoch: int
+
+
+class SnapshotStore:
+    def __init__(self, clock: Callable[[], datetime], max_draining: int = MAX_DRAINING) -> None:
+        self._clock = clock
+        self._max_draining = max_draining
+        self._view: View | None = None
+        self._confirmed_at: datetime | None = None
+        #: Every proxy with counts: the current snapshot's, and the draining ones.
+        self._counts: dict[str, _Counts] = {}
+        self._draining: set[str] = set()
+        self._acked: SnapshotAck | None = None
+        self.refusals = 0
+
+    # ------------------------------------------------------------------ snapshots
+    def install(self, snapshot: Snapshot) -> Installed:
+        """Serve from ``snapshot`` (decoded and verified by the wire) from now on, unless it is
+        older than the one served, or it would leave more busy proxies draining than the
+        registry holds."""
+        current = self._view.snapshot if self._view else None
+        if current is not None and snapshot.version <= current.version:
+            self.refusals += 1
+            return Installed(False, refused=f"version {snapshot.version} is not newer")
+        kept = {p.proxy_id: p for p in snapshot.proxies}
+        leaving = [pid for pid, c in self._counts.items() if pid not in kept and c.busy]
+        draining = self._draining | set(leaving)
+        if len(draining - kept.keys()) > self._max_draining:
+            self.refusals += 1
+            return Installed(
+                False,
+                refused=f"more than {self._max_draining} busy proxies would be draining",
+            )
+        counts: dict[str, _Counts] = {}
+        for pid in draining - kept.keys():
+            if self._counts[pid].busy:
+                counts[pid] = self._counts[pid]
+        for pid, proxy in kept.items():
+            old = self._counts.get(pid)
+            if old is not None and (old.epoch == proxy.assignment_epoch or old.busy):
+                # The same assignment; or (never from the pool, which assigns a proxy again
+                # only once it was released at zero counts) an older one still busy, kept
+                # under its own epoch so its connections are never miscounted.
+                old.maximum = proxy.max_concurrency
+                counts[pid] = old
+            else:
+                counts[pid] = _Counts(proxy.assignment_epoch, proxy.max_concurrency)
+        self._counts = counts
+        self._draining = {pid for pid in counts if pid not in kept}
+        self._view = View(snapshot, MappingProxyType(kept))
+        self._confirmed_at = self._clock()
+        return Installed(True, draining=len(self._draining))
+
+    def confirm(self) -> None:
+        """The control plane answered that the snapshot served is still current (a 304)."""
+        if self._view is not None:
+            self._confirmed_at = self._clock()
+
+    def acknowledged(self, ack: SnapshotAck) -> None:
+        """The control plane took the ACK of the snapshot served: reports name it."""
+        self._acked = ack
+
+    def view(self) -> View | None:
+        """The snapshot to serve a new connection from; None to fail closed (none yet, or
+        older than its maximum staleness since last confirmed)."""
+        if self._view is None or self._confirmed_at is None:
+            return None
+        if self._clock() - self._confirmed_at > self._view.snapshot.max_staleness:
+            return None
+        return self._view
+
+    # ------------------------------------------------------------------ counters
+    def reserve(self, view: View, proxy_id: str) -> Ticket | None:
+        """A slot of ``proxy_id`` for a new connection: None when the proxy is not in the
+        served snapshot (gone, or draining), its lease or use has ended, or it is full."""
+        proxy = view.proxies.get(proxy_id)
+        counts = self._counts.get(proxy_id)
+        if proxy is None or counts is None or proxy_id in self._draining:
+            return None
+        if self._view is None or view.snapshot.version != self._view.snapshot.version:
+            return None  # a connection holding an old view starts nothing new on it
+        now = self._clock()
+        if now >= proxy.lease_expires_at or now >= proxy.usable_until:
+            return None  # the worker's own safety: past either, the proxy may be another's
+        if counts.active + counts.reserved >= counts.maximum:
+            return None
+        counts.reserved += 1
+        return Ticket(proxy_id, counts.epoch)
+
+    def activate(self, ticket: Ticket) -> None:
+        """The reserved slot's connection is established."""
+        counts = self._counts.get(ticket.proxy_id)
+        if counts is not None and counts.epoch == ticket.epoch and counts.reserved > 0:
+            counts.reserved -= 1
+            counts.active += 1
+
+    def release(self, ticket: Ticket, active: bool) -> None:
+        """The connection ended (``active``: it had been activated). A draining proxy whose
+        counts reach zero leaves the registry: absent from the next report, it is idle."""
+        counts = self._counts.get(ticket.proxy_id)
+        if counts is None or counts.epoch != ticket.epoch:
+            return
+        if active and counts.active > 0:
+            counts.active -= 1
+        elif not active and counts.reserved > 0:
+            counts.reserved -= 1
+        if ticket.proxy_id in self._draining and not counts.busy:
+            self._draining.discard(ticket.proxy_id)
+            del self._counts[ticket.proxy_id]
+
+    # ------------------------------------------------------------------ reports
+    @property
+    def draining(self) -> frozenset[str]:
+        return frozenset(self._draining)
+
+    def report(self, sequence: int) -> RuntimeReportBody | None:
+        """The full sparse report (every proxy with a connection or a reservation, under its
+        assignment epoch; the rest count zero) naming the ACKed snapshot; None before any
+        ACK (a report must name one)."""
+        if self._acked is None:
+            return None
+        entries = tuple(
+            ReportEntry(pid, c.epoch, c.active, c.reserved)
+            for pid, c in sorted(self._counts.items())
+            if c.busy
+        )
+        return RuntimeReportBody(sequence, self._acked.version, self._acked.epoch, entries)
