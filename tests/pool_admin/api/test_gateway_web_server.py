@@ -14,14 +14,18 @@ only by chance at the end); the manager's assigns of proxies extracted since mus
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
 from activity.ownership_manager import ManagerPolicy, OwnershipManager
+from gateway_runtime.control_client import ControlClient, ControlError
+from gateway_runtime.snapshot_store import SnapshotStore
 from pool_admin import bootstrap
 from pool_admin.gateway_tasks import configured_groups, gateway_shares
 from tests.harness.web_server import project_web_server
@@ -200,3 +204,62 @@ def test_a_simulated_worker_over_real_http(web_server, make_worker, seed, upstre
     finally:
         for one in (worker, other):
             one.client.close()
+
+
+def test_the_workers_control_client_against_the_real_control_plane(
+    web_server, make_worker, seed, upstreams, pool_clock
+):
+    """gateway_runtime's control client: session, verified snapshot installed and ACKed, a
+    304 that confirms it, a report of its counters; fenced by another session, its loop opens
+    its session again (a new generation) and carries on from report 1."""
+    upstreams.us.gateway_share_percent = 100
+    upstreams.us.save()
+    w = make_worker()
+    seed(n=3)
+    groups, shares = configured_groups(), gateway_shares()
+    manager = OwnershipManager(bootstrap.get_pool(), pool_clock, ManagerPolicy())
+    base = f"http://127.0.0.1:{web_server}"
+
+    async def scenario() -> None:
+        store = SnapshotStore(lambda: datetime.now(UTC))
+        client = ControlClient(base, w.plaintext, store)
+        try:
+            await client.open_session()
+            first = client.generation
+            assert manager.tick(groups, shares).groups[w.group.name].assigned == 3
+            assert await client.refresh_snapshot() is True
+            view = store.view()
+            assert view is not None and len(view.proxies) == 3
+            assert await client.refresh_snapshot() is False  # a 304: confirmed
+            busy = sorted(view.proxies)[0]
+            store.activate(store.reserve(view, busy))
+            assert await client.send_report() is True
+            runtime = bootstrap.get_pool().read_runtime("edge-1")
+            assert {e.proxy_id: e.active for e in runtime.entries} == {busy: 1}
+
+            other = SimulatedWorker(w.plaintext, OverHttp(web_server))
+            assert other.open().status_code == 200  # fences the client's session
+            other.client.close()
+            with pytest.raises(ControlError) as fenced:
+                await client.send_report()
+            assert fenced.value.code == "session_fenced"
+
+            stop = asyncio.Event()
+            loop = asyncio.create_task(client.run(stop))
+            for _ in range(200):  # the loop re-opens, fetches, ACKs and reports
+                runtime = bootstrap.get_pool().read_runtime("edge-1")
+                if (
+                    client.session_id != first
+                    and runtime
+                    and runtime.session_id == client.session_id
+                ):
+                    break
+                await asyncio.sleep(0.05)
+            stop.set()
+            await loop
+            assert client.session_id != first
+            assert runtime is not None and runtime.session_id == client.session_id
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())

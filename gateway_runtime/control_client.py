@@ -1,0 +1,238 @@
+"""A gateway worker's client of the control plane (``/api/v1/gateway/``, docs/gateway.md "The
+control API"): its session, its snapshot (fetched conditionally, verified by the wire before
+use, installed in the local store, then ACKed) and its reports, each on its interval, retried
+with backoff and jitter, the session re-opened when the control plane says it was fenced or
+expired. Never on the request path: connections read only the local store.
+
+Every call is bounded by ``timeout``; a snapshot's body by the wire's byte bound (decode_snapshot
+checks it before parsing). A refusal the worker cannot act on is raised as ``ControlError`` with
+its problem ``code``, never with a body that might hold a secret.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from gateway_runtime.snapshot_store import SnapshotStore
+from gateway_runtime.wire import decode_snapshot, encode_ack, encode_report
+from gateway_runtime.wire.limits import MAX_SNAPSHOT_BYTES
+
+BASE_PATH = "/api/v1/gateway"
+SESSION_HEADER = "Gateway-Session"
+#: Codes after which the session is opened again (docs/gateway.md "What a refusal says").
+REOPEN = frozenset({"session_fenced", "session_expired"})
+#: Any answer but a snapshot is small: a session's, an ACK's, a report's, a problem.
+MAX_ANSWER_BYTES = 64 * 1024
+#: Codes after which the snapshot is fetched again, unconditionally.
+REFETCH = frozenset({"unknown_snapshot", "stale_epoch", "checksum_mismatch", "snapshot_conflict"})
+
+
+class ControlError(Exception):
+    """The control plane refused a call, or could not be reached (``code``: its problem code,
+    or ``unreachable``, ``unexpected_answer``)."""
+
+    def __init__(self, code: str, status: int = 0) -> None:
+        super().__init__(f"control plane: {code}" + (f" ({status})" if status else ""))
+        self.code = code
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Intervals:
+    """What the session's answer told the worker to keep (seconds)."""
+
+    heartbeat: float = 10
+    snapshot: float = 2
+    report: float = 5
+
+
+class ControlClient:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        store: SnapshotStore,
+        *,
+        timeout: float = 10.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + BASE_PATH,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+        self._store = store
+        self.session_id: str | None = None
+        self.generation: int | None = None
+        self.intervals = Intervals()
+        self._etag: str | None = None
+        self._sequence = 0
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    # ------------------------------------------------------------------ calls
+    async def open_session(self, session_id: str | None = None) -> None:
+        """Open (or renew, with the live ID) the worker's session; a new one starts its own
+        snapshot and report sequence."""
+        wanted = session_id or self.session_id or uuid.uuid4().hex
+        answer = await self._call("POST", "/sessions", json_body={"session_id": wanted})
+        body = _json(answer)
+        # A new ID, or the same ID in a new generation (it had been fenced or had expired):
+        # a new session, with its own snapshots and report sequence.
+        new = (body.get("session_id"), body.get("generation")) != (
+            self.session_id,
+            self.generation,
+        )
+        self.session_id = str(body["session_id"])
+        self.generation = int(body["generation"])
+        self.intervals = Intervals(
+            float(body["heartbeat_interval_s"]),
+            float(body["snapshot_interval_s"]),
+            float(body["report_interval_s"]),
+        )
+        if new:
+            self._etag, self._sequence = None, 0
+
+    async def refresh_snapshot(self) -> bool:
+        """Fetch the snapshot unless unchanged (304: confirmed), verify and install it, then ACK
+        it. True when a new snapshot is served; raises ``ControlError`` (a ``WireError`` for a
+        snapshot that fails verification: it is never installed)."""
+        headers = {"If-None-Match": self._etag} if self._etag else {}
+        answer = await self._call(
+            "GET", "/snapshot", headers=headers, session=True, max_body=MAX_SNAPSHOT_BYTES
+        )
+        if answer.status == 304:
+            self._store.confirm()
+            return False
+        snapshot = decode_snapshot(answer.body)  # checks the checksum before anything
+        installed = self._store.install(snapshot)
+        if not installed.taken:
+            self._etag = None  # fetch whole next time: the store kept the older view
+            return False
+        ack = snapshot.ack()
+        await self._call("POST", "/snapshot/ack", content=encode_ack(ack), session=True)
+        self._store.acknowledged(ack)
+        self._etag = answer.headers.get("ETag")
+        return True
+
+    async def send_report(self) -> bool:
+        """Send the next report; False when there is none to send yet (no ACK)."""
+        body = self._store.report(self._sequence + 1)
+        if body is None:
+            return False
+        await self._call("POST", "/reports", content=encode_report(body), session=True)
+        self._sequence = body.report_sequence
+        return True
+
+    # ------------------------------------------------------------------ the loop
+    async def run(self, stop: asyncio.Event, max_backoff: float = 30.0) -> None:
+        """Keep the session, the snapshot and the reports going until ``stop`` is set: each on
+        its interval; after a failure, back off (doubling, with jitter, at most
+        ``max_backoff``); re-open the session when fenced, re-fetch when the snapshot was not
+        the one issued."""
+        due = {"heartbeat": 0.0, "snapshot": 0.0, "report": 0.0}
+        backoff = 0.0
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            now = loop.time()
+            try:
+                if self.session_id is None:
+                    await self.open_session()
+                    due = dict.fromkeys(due, now)
+                for name in ("heartbeat", "snapshot", "report"):
+                    if now >= due[name]:
+                        await self._step(name)
+                        due[name] = now + getattr(self.intervals, name)
+                backoff = 0.0
+            except ControlError as exc:
+                if exc.code in REOPEN:
+                    self.session_id = None
+                elif exc.code in REFETCH:
+                    self._etag = None
+                backoff = min(max_backoff, max(0.5, backoff * 2))
+            wait = min(due.values()) - loop.time()
+            if backoff:
+                # Jitter keeps a fleet's retries apart; it needs no unpredictability.
+                wait = backoff * random.uniform(0.5, 1.0)  # noqa: S311
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=max(0.05, wait))
+
+    async def _step(self, name: str) -> None:
+        if name == "heartbeat":
+            await self.open_session()
+        elif name == "snapshot":
+            await self.refresh_snapshot()
+        else:
+            await self.send_report()
+
+    # ------------------------------------------------------------------ HTTP
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        session: bool = False,
+        max_body: int = MAX_ANSWER_BYTES,
+    ) -> Answer:
+        sent = dict(headers or {})
+        if session:
+            if self.session_id is None:
+                raise ControlError("session_fenced")
+            sent[SESSION_HEADER] = self.session_id
+        if content is not None:
+            sent["Content-Type"] = "application/json"
+        try:
+            async with self._http.stream(
+                method, path, json=json_body, content=content, headers=sent
+            ) as response:
+                body = await _bounded(response, max_body)
+        except httpx.HTTPError:
+            raise ControlError("unreachable") from None
+        answer = Answer(response.status_code, response.headers, body)
+        if answer.status in (200, 304):
+            return answer
+        code = "unexpected_answer"
+        if answer.headers.get("Content-Type", "").startswith("application/problem+json"):
+            code = str(_json(answer).get("code", code))
+        raise ControlError(code, answer.status)
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+
+async def _bounded(response: httpx.Response, limit: int) -> bytes:
+    """The body, read no further than ``limit`` bytes (more is an unexpected answer)."""
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise ControlError("unexpected_answer", response.status_code)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json(answer: Answer) -> dict[str, Any]:
+    try:
+        body = json.loads(answer.body)
+    except ValueError:
+        raise ControlError("unexpected_answer", answer.status) from None
+    if not isinstance(body, dict):
+        raise ControlError("unexpected_answer", answer.status)
+    return body
