@@ -183,6 +183,11 @@ class SnapshotStore:
             self._draining.discard(ticket.proxy_id)
             del self._counts[ticket.proxy_id]
 
+    def load(self, proxy_id: str) -> int:
+        """Connections and reservations the proxy has now (0 for one not counted)."""
+        counts = self._counts.get(proxy_id)
+        return 0 if counts is None else counts.active + counts.reserved
+
     # ------------------------------------------------------------------ reports
     @property
     def draining(self) -> frozenset[str]:
