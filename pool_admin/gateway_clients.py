@@ -11,21 +11,17 @@ some left out) and each client's ``MAX_CLIENT_KEYS`` newest keys.
 
 from __future__ import annotations
 
-import logging
-import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from django.db import DatabaseError
 from django.db.models import Prefetch
 
 from activity.snapshot_publisher import ClientSet
 from gateway_runtime.wire import GatewayClient, limits
 from pool_admin.api.auth import ConfigUnavailable
 from pool_admin.config.models import ApiClient, ApiKey
-
-logger = logging.getLogger(__name__)
+from pool_admin.kept_reads import KeptRead, NeverRead
 
 CLIENTS_TTL = timedelta(seconds=5)
 
@@ -65,37 +61,25 @@ def read_gateway_clients() -> ClientSet:
     return ClientSet.of(clients)
 
 
-def _monotonic() -> float:
-    return time.monotonic()
-
-
 class GatewayClientsCache:
     """The process's gateway clients, read at most once per ``ttl`` (see the module's text)."""
 
     def __init__(
-        self, read: Callable[[], ClientSet] = read_gateway_clients, ttl: timedelta = CLIENTS_TTL
+        self,
+        read: Callable[[], ClientSet] = read_gateway_clients,
+        ttl: timedelta = CLIENTS_TTL,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._read = read
-        self._ttl = ttl.total_seconds()
-        self._lock = threading.Lock()
-        self._value: ClientSet | None = None
-        self._read_at = 0.0
+        self._kept = KeptRead(
+            read, ttl, "gateway clients", also=(TooManyGatewayClients,), clock=clock
+        )
 
     def current(self) -> ClientSet:
         """The clients; ``ConfigUnavailable`` (503) only when none could ever be read."""
-        with self._lock:
-            now = _monotonic()
-            if self._value is not None and now - self._read_at < self._ttl:
-                return self._value
-            try:
-                self._value = self._read()
-            except (DatabaseError, TooManyGatewayClients) as exc:
-                if self._value is None:
-                    raise ConfigUnavailable() from exc
-                logger.warning("gateway clients: kept the last set read (%s)", type(exc).__name__)
-            self._read_at = now
-            return self._value
+        try:
+            return self._kept.current()
+        except NeverRead as exc:
+            raise ConfigUnavailable() from exc
 
     def clear(self) -> None:
-        with self._lock:
-            self._value = None
+        self._kept.forget()

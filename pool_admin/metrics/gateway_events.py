@@ -26,11 +26,10 @@ import time
 from collections.abc import Sequence
 from datetime import timedelta
 
-from django.db import DatabaseError, InterfaceError
-
 from activity.ownership_manager import TickReport
 from gateway_runtime.wire import UpstreamTraffic
 from pool_admin.config.models import Upstream
+from pool_admin.kept_reads import KeptRead
 from pool_admin.metrics.events import MAX_NUMBER
 from pool_admin.metrics.stream import emit_event
 
@@ -69,10 +68,10 @@ def record_traffic(group: str, traffic: Sequence[UpstreamTraffic]) -> None:
     used = [t for t in traffic if t.requests or t.bytes_up or t.bytes_down or t.errors]
     if not used:
         return
-    known = _upstreams.names()
+    known = _upstream_names.current()
     unknown = sum(1 for t in used if t.upstream not in known)
     if unknown:
-        _upstreams.warn_left_out(unknown)
+        _left_out.warn(unknown)
     for t in used:
         if t.upstream in known:
             for part in _parts(t):
@@ -95,37 +94,17 @@ def _parts(t: UpstreamTraffic) -> list[dict[str, int]]:
     return [{k: v // n + (1 if i < v % n else 0) for k, v in figures.items()} for i in range(n)]
 
 
-class _ConfiguredUpstreams:
-    """The configured upstreams' names, read at most once per ``UPSTREAMS_TTL``; while
-    PostgreSQL does not answer, the last set read (none ever read: nothing is kept)."""
+class _LeftOut:
+    """Report rows left out for naming no configured upstream, told at most once a minute."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # A forked child (web server and Celery workers fork) could inherit the lock held by
-        # a thread of the parent that is not in the child: it gets a lock of its own.
+        # A forked child could inherit the lock held by a thread it does not have.
         os.register_at_fork(after_in_child=self._new_lock)
-        self._names: frozenset[str] = frozenset()
-        self._read_at: float | None = None
         self._warned_at: float | None = None
         self._left_out = 0
 
-    def names(self) -> frozenset[str]:
-        with self._lock:
-            now = time.monotonic()
-            if self._read_at is not None and now - self._read_at < UPSTREAMS_TTL.total_seconds():
-                return self._names
-            try:
-                self._names = frozenset(Upstream.objects.values_list("name", flat=True))
-            except (DatabaseError, InterfaceError) as exc:
-                logger.warning(
-                    "gateway traffic: the configured upstreams could not be read (%s); "
-                    "the last ones read are used",
-                    type(exc).__name__,
-                )
-            self._read_at = now  # read again after the TTL, answered or not
-            return self._names
-
-    def warn_left_out(self, n: int) -> None:
+    def warn(self, n: int) -> None:
         with self._lock:
             self._left_out += n
             now = time.monotonic()
@@ -138,18 +117,25 @@ class _ConfiguredUpstreams:
             n,
         )
 
-    def forget(self) -> None:
-        with self._lock:
-            self._read_at = None
-            self._names = frozenset()
-
     def _new_lock(self) -> None:
         self._lock = threading.Lock()
 
 
-_upstreams = _ConfiguredUpstreams()
+def _configured_upstreams() -> frozenset[str]:
+    return frozenset(Upstream.objects.values_list("name", flat=True))
+
+
+#: The configured upstreams' names, read at most once per UPSTREAMS_TTL; while PostgreSQL does
+#: not answer, the last set read (none ever read: none known).
+_upstream_names: KeptRead[frozenset[str]] = KeptRead(
+    _configured_upstreams,
+    UPSTREAMS_TTL,
+    "gateway traffic: the configured upstreams",
+    initial=frozenset(),
+)
+_left_out = _LeftOut()
 
 
 def forget_configured_upstreams() -> None:
     """Read the configured upstreams afresh at the next report (tests: a new database)."""
-    _upstreams.forget()
+    _upstream_names.forget()

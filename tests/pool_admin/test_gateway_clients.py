@@ -23,10 +23,8 @@ def client_set(name: str) -> ClientSet:
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    now = [1000.0]
-    monkeypatch.setattr(gateway_clients, "_monotonic", lambda: now[0])
-    return now
+def clock():
+    return [1000.0]
 
 
 def test_the_clients_are_read_once_per_ttl_and_kept_while_postgresql_is_down(clock):
@@ -40,7 +38,7 @@ def test_the_clients_are_read_once_per_ttl_and_kept_while_postgresql_is_down(clo
             raise answer
         return answer
 
-    cache = GatewayClientsCache(read, ttl=timedelta(seconds=5))
+    cache = GatewayClientsCache(read, ttl=timedelta(seconds=5), clock=lambda: clock[0])
     assert cache.current().clients[0].name == "a"
     clock[0] += 4.9
     assert cache.current().clients[0].name == "a" and len(reads) == 1
@@ -56,7 +54,7 @@ def test_no_clients_ever_read_is_a_503(clock):
         raise OperationalError("down")
 
     with pytest.raises(ConfigUnavailable):
-        GatewayClientsCache(down).current()
+        GatewayClientsCache(down, clock=lambda: clock[0]).current()
 
 
 def test_the_stamp_changes_with_the_clients_only():

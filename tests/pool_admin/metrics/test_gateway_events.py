@@ -119,7 +119,7 @@ def test_the_last_upstreams_read_are_used_while_postgresql_is_down(monkeypatch, 
     def down(*args, **kwargs):
         raise OperationalError("connection refused")
 
-    monkeypatch.setattr(gateway_events, "UPSTREAMS_TTL", timedelta(0))
+    monkeypatch.setattr(gateway_events._upstream_names, "ttl_s", 0)
     monkeypatch.setattr(Upstream.objects, "values_list", down)
     record_traffic("edge", [UpstreamTraffic("acme-us", 2, 0, 0, 0)])  # never raises
     assert "could not be read (OperationalError)" in caplog.text
