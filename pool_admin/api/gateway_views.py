@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpResponse
@@ -79,9 +80,22 @@ _SESSION_PARAMETER = OpenApiParameter(
 )
 
 
+class _SessionIdField(serializers.RegexField):
+    """A session ID as the worker sends it: a JSON string (a number is not one, as the wire's
+    documents read it), of the pattern."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        value: str = super().to_internal_value(data)
+        return value
+
+
 class SessionRequest(serializers.Serializer):  # type: ignore[type-arg]
-    session_id = serializers.RegexField(
-        SESSION_ID_PATTERN,
+    session_id = _SessionIdField(
+        # Anchored: the validator searches, and "sé" would pass on its "s" (a session the
+        # worker could then never name in its Gateway-Session header).
+        rf"\A{SESSION_ID_PATTERN}\Z",
         required=False,
         help_text="The live session's ID renews it (a heartbeat); another ID, or none (a new "
         "one is made), replaces it and fences the old one.",

@@ -277,3 +277,44 @@ def test_redis_down_is_a_503_the_worker_retries(gateway, unique_prefix):
     down = worker.open()
     problem(down, 503, "store_unavailable")
     assert int(down["Retry-After"]) >= 1
+
+
+def test_hostile_worker_input_is_a_typed_error_that_changes_nothing(gateway):
+    """What a broken or hostile worker may send: odd session IDs, documents of the wrong shape,
+    one bad entry among good ones, repeats, a report over the pool's bound, a body over the
+    web tier's. Each is a 400 or 413 problem; the next good report is still number 2."""
+    worker = gateway.worker
+    worker.open()
+    gateway.tick()
+    worker.sync()
+    assert worker.report().status_code == 200
+    post, sid = worker.client.post, worker.session_id
+    for odd in ("sé", "a b", "x" * 65, "", "-lead"):
+        problem(worker.client.get(f"{BASE}/snapshot", HTTP_GATEWAY_SESSION=odd), 400,
+                "invalid_request")  # fmt: skip
+    for body in ({"session_id": "sé"}, {"session_id": 5}, ["s1"]):
+        problem(post(f"{BASE}/sessions", body, format="json"), 400, "invalid_request")
+    held = gateway.ids[0]
+    epoch = worker.epochs[held]
+
+    def raw_report(entries: list, sequence: int = 2) -> object:
+        document = {"wire": 1, "report_sequence": sequence, "snapshot_version": 1,
+                    "epoch": worker.acked.epoch, "entries": entries, "traffic": []}  # fmt: skip
+        return post(f"{BASE}/reports", json.dumps(document).encode(),
+                    content_type="application/json", HTTP_GATEWAY_SESSION=sid)  # fmt: skip
+
+    good = {"proxy_id": held, "epoch": epoch, "active": 1, "reserved": 0}
+    one_bad = [good, {**good, "proxy_id": gateway.ids[1], "active": -1}]
+    assert "entries[1].active" in problem(raw_report(one_bad), 400, "invalid_request")["detail"]
+    problem(raw_report([good, good]), 400, "invalid_request")  # a proxy twice
+    problem(post(f"{BASE}/reports", b"[1, 2]", content_type="application/json",
+                 HTTP_GATEWAY_SESSION=sid), 400, "invalid_request")  # fmt: skip
+    over = [{**good, "proxy_id": f"p{i}", "active": 0} for i in range(10_001)]
+    assert "10000" in problem(raw_report(over), 413, "payload_too_large")["detail"]
+    huge = b'{"wire": 1, "pad": "' + b"x" * 3 * 1024 * 1024 + b'"}'
+    problem(post(f"{BASE}/reports", huge, content_type="application/json",
+                 HTTP_GATEWAY_SESSION=sid), 413, "payload_too_large")  # fmt: skip
+    # A proxy ID of other scripts, idle: read as any other (it counts zero, so it is no claim).
+    odd_id = {"proxy_id": "прокси-1", "epoch": epoch, "active": 0, "reserved": 0}
+    assert raw_report([good, odd_id]).status_code == 200
+    assert bootstrap.get_pool().read_runtime("edge-1").sequence == 2
