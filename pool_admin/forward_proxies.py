@@ -60,6 +60,11 @@ class ForwardProxy:
         return self.directory / f"{self.binary_name}-{self.port}.log"
 
     @property
+    def pid(self) -> int | None:
+        """The running process's ID (benchmarks read its CPU time from /proc)."""
+        return self._proc.pid if self.running and self._proc is not None else None
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
