@@ -1,7 +1,7 @@
 """The gateway control plane's costs (issue 24): snapshot builds and 304s, the ownership
 manager's tick at fleet size, and what one worker costs the web tier and Redis per minute.
 
-    .venv/bin/python bench/gateway.py [--part snapshot,tick,control]
+    .venv/bin/python bench/gateway.py [--part snapshot,tick,control,forward]
                                      [--database-url postgresql://postgres@127.0.0.1:5432/pool_admin_bench]
 
 * ``snapshot``: one worker holding 1,000 and 10,000 proxies (20 gateway clients): a full build
@@ -15,6 +15,10 @@ manager's tick at fleet size, and what one worker costs the web tier and Redis p
   worker holding 1,000 proxies: CPU of this process and Redis time per heartbeat, 304, full
   snapshot, ACK and report (1,000 entries), then per worker per minute at the default
   intervals, and how many workers one web core and one Redis carry.
+
+* ``forward``: the gateway worker's forwarding against direct, squid and pproxy through one
+  tinyproxy to a loopback nginx (bench/gateway_forward.py; its own ``--forward-*`` options).
+  Not in the default parts: it installs Debian packages and takes about 8 minutes.
 
 A private redis-server for each part; ``control`` uses ``--database-url`` (made and migrated
 if missing) and deletes what it made. Not part of ``make test``.
@@ -39,6 +43,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
 
+import gateway_forward  # noqa: E402
 from api import DEFAULT_DATABASE_URL, bench_env, machine_speed, prepare_django  # noqa: E402
 from redis_pool import fill  # noqa: E402
 
@@ -371,18 +376,28 @@ def _worker_of(token: str) -> str:
     return principal.worker_id
 
 
+#: The parts ``--part`` takes, comma-separated; ``forward`` is bench/gateway_forward.py.
+PARTS = ("snapshot", "tick", "control", "forward")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--part", default="snapshot,tick,control")
+    parser.add_argument("--part", default="snapshot,tick,control", help=f"of {','.join(PARTS)}")
     parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    gateway_forward.add_arguments(parser)
     args = parser.parse_args()
     parts = set(args.part.split(","))
+    if parts - set(PARTS):
+        parser.error(f"--part: unknown {','.join(sorted(parts - set(PARTS)))}; choose from "
+                     f"{','.join(PARTS)}")  # fmt: skip
     if "snapshot" in parts:
         bench_snapshot()
     if "tick" in parts:
         bench_tick()
     if "control" in parts:
         bench_control(args.database_url)
+    if "forward" in parts:
+        gateway_forward.bench_forward(args)
     return 0
 
 

@@ -22,7 +22,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 
-def _self_signed(folder: Path) -> tuple[Path, Path]:
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, written into ``folder`` (also the forwarding
+    bench's nginx's, bench/gateway_forward.py)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = datetime.datetime.now(datetime.UTC)
@@ -88,7 +90,7 @@ class CheckTargetServer:
         asyncio.set_event_loop(self._loop)
         context = None
         if self.tls:
-            self._cert, key = _self_signed(self._folder)
+            self._cert, key = self_signed(self._folder)
             context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
             context.load_cert_chain(self._cert, key)
         server = self._loop.run_until_complete(

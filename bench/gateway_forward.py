@@ -1,0 +1,475 @@
+"""The gateway worker's forwarding, side by side (issue 25): ``bench/gateway.py --part forward``.
+
+Topology, as in ../shared/research/gateways.md §5: load client -> system under test -> Debian
+tinyproxy with Basic auth (THE upstream) -> a loopback nginx serving a 1 KiB body. Systems:
+
+* ``direct``: the load client straight to tinyproxy (the ceiling of every other row);
+* ``worker``: ``python -m gateway_runtime`` with a snapshot of 10 proxies, all that tinyproxy,
+  from bench/gateway_control_standin.py (skipped, saying why, while the worker cannot start);
+* ``squid``: Debian's squid as a child of tinyproxy (``cache_peer ... parent ... login=``,
+  ``never_direct``, no cache), no client auth;
+* ``pproxy``: pproxy 2.7.9 on uvloop 0.21 (it failed to start on 0.23 in the research run),
+  from PyPI into its own venv under .run/bench-venv (not a project dependency), client auth on.
+
+Loads, from bench/loadclient.c (one epoll thread, compiled at run time): keep-alive HTTP
+(absolute-URI GETs with Proxy-Authorization) at 32 and 100 connections, and tunnels (CONNECT,
+one GET over it, close) at 32. nginx is measured alone first (keep-alive, and connect-GET-close)
+to show it is far above the proxies; the client prints its own CPU so it can be seen not to be
+the limit. Rounds interleave the systems (each round: every system in turn); the table holds
+the medians of the rounds. CPU per 1,000 is the system's own (utime + stime from /proc, its
+process tree included) over the measured window only.
+
+Installs what is missing: nginx, squid, tinyproxy, gcc (apt-get, as pool_admin.localservices
+does for the project's own services). Everything runs on 127.0.0.1 free ports under a
+temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import importlib.util
+import os
+import pwd
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
+
+from gateway_control_standin import BENCH_KEY, ControlStandin, Upstream  # noqa: E402
+
+from pool_admin.forward_proxies import ForwardProxy, Tinyproxy, write_private  # noqa: E402
+from pool_admin.localservices import ensure_installed, forward_proxy_binary, free_port  # noqa: E402
+from tests.harness.check_target import self_signed  # noqa: E402
+
+#: Debian packages the part runs, and how to tell each is there.
+PACKAGES: dict[str, Callable[[], object]] = {
+    "nginx": lambda: forward_proxy_binary("nginx"),
+    "squid": lambda: forward_proxy_binary("squid"),
+    "tinyproxy": lambda: forward_proxy_binary("tinyproxy"),
+    "gcc": lambda: shutil.which("gcc"),
+}
+#: pproxy's pins: 2.7.9 is the research run's; it did not start with uvloop 0.23, did on 0.21.
+PPROXY_PINS = ("pproxy==2.7.9", "uvloop==0.21.0")
+PPROXY_VENV = ROOT / ".run" / "bench-venv" / "pproxy"
+BODY_BYTES = 1024
+#: The upstream's login (ForwardProxy takes letters and digits only).
+UP_USER, UP_PASSWORD = "benchup", "benchup0secret"
+WORKER_TOKEN = "bench-worker-token"
+LOADS = (("ka", 32), ("ka", 100), ("tunnel", 32))
+SYSTEMS = ("direct", "worker", "squid", "pproxy")
+CLOCK_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def basic(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+# ---------------------------------------------------------------------------------- processes
+class Service(ForwardProxy):
+    """A server started, watched and stopped the way ForwardProxy runs tinyproxy (own session,
+    a log file, ready once its port listens), with any argv: nginx, squid, pproxy, the worker.
+    ForwardProxy's __init__ is skipped: it checks a proxy login and a Debian binary, which
+    these do not all have."""
+
+    def __init__(self, name: str, directory: Path, port: int, argv: list[str]) -> None:
+        self.binary_name, self.binary = name, argv[0]
+        self.directory, self.port, self._argv = directory, port, argv
+        self.username = self.password = ""
+        self._proc = None
+
+    def argv(self) -> list[str]:
+        return self._argv
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of ``pid`` and its live descendants, with the children they reaped: a
+    system's whole cost, whether it runs one process, threads or helpers."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(entry.path, "stat").read_text()
+        except OSError:  # exited between the listing and the read
+            continue
+        # After the command name (in parentheses, may hold spaces): state, ppid, ... utime
+        # (field 14), stime, cutime, cstime.
+        fields = text[text.rindex(")") + 2 :].split()
+        parents[int(entry.name)] = int(fields[1])
+        ticks[int(entry.name)] = sum(int(x) for x in fields[11:15])
+    tree, grew = {pid}, True
+    while grew:
+        more = {p for p, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return sum(ticks.get(p, 0) for p in tree) / CLOCK_TICK
+
+
+# ---------------------------------------------------------------------------------- setup
+def nginx(directory: Path) -> tuple[Service, int]:
+    """The target: a 1 KiB body on plain HTTP (the figures) and HTTPS (ready for a TLS tunnel
+    row), keep-alive without a request limit. One process (no master): the target should cost
+    the machine as little as it can, and nginx alone is measured to show it is not the limit."""
+    base = directory / "nginx"
+    (base / "www").mkdir(parents=True)
+    (base / "www" / "1k").write_bytes(b"x" * BODY_BYTES)
+    cert, key = self_signed(base)  # a test key for a loopback server
+    port, tls_port = free_port(), free_port()
+    temps = "".join(
+        f"{kind}_temp_path {base}/{kind};\n" for kind in ("client_body", "proxy", "fastcgi")
+    ) + "".join(f"{kind}_temp_path {base}/{kind};\n" for kind in ("uwsgi", "scgi"))
+    config = base / "nginx.conf"
+    config.write_text(
+        f"daemon off;\nmaster_process off;\nworker_processes 1;\npid {base}/nginx.pid;\n"
+        f"error_log {base}/error.log warn;\n"
+        "events { worker_connections 8192; }\n"
+        "http {\n"
+        f"  access_log off;\n  keepalive_requests 10000000;\n  keepalive_timeout 120s;\n{temps}"
+        "  default_type application/octet-stream;\n"
+        f"  server {{\n    listen 127.0.0.1:{port} backlog=4096;\n"
+        f"    listen 127.0.0.1:{tls_port} ssl backlog=4096;\n"
+        f"    ssl_certificate {cert};\n    ssl_certificate_key {key};\n"
+        f"    root {base}/www;\n  }}\n}}\n"
+    )
+    binary = forward_proxy_binary("nginx")
+    assert binary is not None
+    argv = [binary, "-p", str(base), "-e", str(base / "error.log"), "-c", str(config)]
+    return Service("nginx", base, port, argv), tls_port
+
+
+def squid(directory: Path, upstream: Tinyproxy) -> Service:
+    """squid as a child of tinyproxy: every request and CONNECT to the parent with its login,
+    nothing cached, nothing logged per request."""
+    base = directory / "squid"
+    base.mkdir()
+    # squid drops to its own user: its log and PID file live in a folder that user owns.
+    user = pwd.getpwnam("proxy")
+    os.chown(base, user.pw_uid, user.pw_gid)
+    port = free_port()
+    config = base / "squid.conf"
+    write_private(  # the upstream's password is in it
+        config,
+        f"http_port 127.0.0.1:{port}\n"
+        f"pid_filename {base}/squid.pid\ncache_log {base}/cache.log\ncoredump_dir {base}\n"
+        "access_log none\ncache deny all\ncache_mem 8 MB\nnetdb_filename none\n"
+        f"cache_peer 127.0.0.1 parent {upstream.port} 0 no-query no-digest default "
+        f"login={upstream.username}:{upstream.password} name=tinyproxy\n"
+        "never_direct allow all\nhttp_access allow all\nvia off\nforwarded_for delete\n"
+        "max_filedescriptors 8192\nshutdown_lifetime 1 seconds\n",
+    )
+    binary = forward_proxy_binary("squid")
+    assert binary is not None
+    return Service("squid", base, port, [binary, "-N", "-f", str(config)])
+
+
+def pproxy(directory: Path, upstream: Tinyproxy) -> Service:
+    """pproxy from its own venv (made once, kept under .run/bench-venv), chained to tinyproxy;
+    pproxy reads a login after ``#`` in its URLs (not ``user:pass@``)."""
+    binary = PPROXY_VENV / "bin" / "pproxy"
+    if not binary.exists():
+        print(f"- installing {' '.join(PPROXY_PINS)} into {PPROXY_VENV} (not a project dependency)")
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(PPROXY_VENV)], check=True)
+        subprocess.run(
+            [str(PPROXY_VENV / "bin" / "pip"), "install", "--quiet", *PPROXY_PINS], check=True
+        )
+    port = free_port()
+    base = directory / "pproxy"
+    base.mkdir()
+    argv = [
+        str(binary),
+        "-l",
+        f"http://127.0.0.1:{port}#bench:{BENCH_KEY}",
+        "-r",
+        f"http://127.0.0.1:{upstream.port}#{upstream.username}:{upstream.password}",
+    ]
+    return Service("pproxy", base, port, argv)
+
+
+def worker(directory: Path, control_url: str) -> tuple[Service | None, str]:
+    """The gateway worker on its control stand-in, once it answers /ready; (None, why) when it
+    cannot run here (not built yet, or it failed to become ready)."""
+    if importlib.util.find_spec("gateway_runtime.__main__") is None:
+        return None, "gateway_runtime has no __main__ yet (the worker is not on this branch)"
+    base = directory / "worker"
+    base.mkdir()
+    token_file = base / "token"
+    write_private(token_file, WORKER_TOKEN)
+    port, socks, metrics = free_port(), free_port(), free_port()
+    argv = [
+        sys.executable,
+        "-m",
+        "gateway_runtime",
+        "--control-url",
+        control_url,
+        "--token-file",
+        str(token_file),
+        "--http-bind",
+        f"127.0.0.1:{port}",
+        "--socks-bind",
+        f"127.0.0.1:{socks}",
+        "--metrics-bind",
+        f"127.0.0.1:{metrics}",
+    ]
+    service = Service("gateway_runtime", base, port, argv)
+    try:
+        service.start(timeout=30)
+    except RuntimeError as exc:
+        return None, f"the worker did not start: {exc}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/ready", timeout=2) as answer:
+                if answer.status == 200:
+                    return service, ""
+        except OSError:  # not listening yet, or 503 until it serves a snapshot
+            pass
+        time.sleep(0.2)
+    tail = service.logfile.read_text(errors="replace")[-1500:]
+    service.stop()
+    return None, f"the worker did not answer 200 on /ready within 30 s; its log ends:\n{tail}"
+
+
+class QuietTinyproxy(Tinyproxy):
+    """The project's tinyproxy, logging only what is critical: at Warning it logs each tunnel
+    whose client closes as an ERROR (``read() failed ... Connection reset by peer``, while the
+    client had read its whole answer: curl's single tunnel does not trigger it, a fast loop
+    does) and fsyncs its log after every line, which halved its tunnels/s here."""
+
+    def argv(self) -> list[str]:
+        argv = super().argv()
+        config = Path(argv[-1])
+        text = config.read_text().replace("LogLevel Warning", "LogLevel Critical")
+        assert "LogLevel Critical" in text, "pool_admin's tinyproxy config changed its LogLevel"
+        write_private(config, text)
+        return argv
+
+
+def compile_client(directory: Path) -> Path:
+    binary = directory / "loadclient"
+    source = ROOT / "bench" / "loadclient.c"
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(binary), str(source)], check=True)
+    return binary
+
+
+# ---------------------------------------------------------------------------------- load
+@dataclass
+class Run:
+    rate: float
+    p50: float
+    p99: float
+    http_errors: int
+    socket_errors: int
+    server_closes: int
+    reconnects: int
+    first_bad_status: int
+    client_cpu: float  # share of one core
+    seconds: float
+    cpu_per_1k: float | None
+
+
+@dataclass
+class System:
+    name: str
+    port: int
+    auth: str
+    pid: int | None
+    runs: dict[tuple[str, int], list[Run]] = field(default_factory=dict)
+
+
+class Load:
+    def __init__(self, client: Path, target_port: int, seconds: float, warmup: float) -> None:
+        self.client, self.target_port = client, target_port
+        self.seconds, self.warmup = seconds, warmup
+
+    def run(self, mode: str, port: int, auth: str, conns: int, pid: int | None) -> Run:
+        argv = [str(self.client), mode, "127.0.0.1", str(port), "127.0.0.1"]
+        argv += [str(self.target_port), "/1k", auth, str(conns), str(self.seconds)]
+        argv.append(str(self.warmup))
+        cpu: list[float] = []
+        figures: dict[str, str] = {}
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) as proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.strip() in ("start", "stop"):
+                    if pid is not None:
+                        cpu.append(tree_cpu(pid))
+                elif "=" in line:
+                    figures = dict(item.split("=", 1) for item in line.split())
+        if proc.returncode != 0 or not figures:
+            raise RuntimeError(f"the load client failed ({proc.returncode}): {' '.join(argv)}")
+        requests = int(figures["requests"])
+        seconds = float(figures["seconds"])
+        return Run(
+            rate=requests / seconds,
+            p50=float(figures["p50_ms"]),
+            p99=float(figures["p99_ms"]),
+            http_errors=int(figures["http_errors"]),
+            socket_errors=int(figures["socket_errors"]) + int(figures["timeouts"]),
+            server_closes=int(figures["server_closes"]),
+            reconnects=int(figures["reconnects"]),
+            first_bad_status=int(figures["first_bad_status"]),
+            client_cpu=float(figures["client_cpu_s"]) / seconds,
+            seconds=seconds,
+            cpu_per_1k=(cpu[1] - cpu[0]) / requests * 1000 if len(cpu) == 2 and requests else None,
+        )
+
+
+def describe(run: Run) -> str:
+    cpu = f", CPU {run.cpu_per_1k:.3f} s/1k" if run.cpu_per_1k is not None else ""
+    bad = f" (first {run.first_bad_status})" if run.first_bad_status else ""
+    return (
+        f"{run.rate:,.0f}/s, p50 {run.p50:.2f} ms, p99 {run.p99:.2f} ms{cpu}, errors "
+        f"{run.http_errors}{bad} HTTP / {run.socket_errors} socket, connections closed after an "
+        f"answer {run.server_closes + run.reconnects:,}, client {run.client_cpu:.0%} of a core"
+    )
+
+
+# ---------------------------------------------------------------------------------- the part
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--forward-rounds", type=int, default=3)
+    parser.add_argument("--forward-seconds", type=float, default=10.0)
+    parser.add_argument("--forward-warmup", type=float, default=2.0)
+    parser.add_argument("--forward-systems", default=",".join(SYSTEMS))
+
+
+def bench_forward(args: argparse.Namespace) -> None:
+    print("\n### Forwarding side by side (issue 25)\n")
+    ensure_installed(PACKAGES)
+    wanted = [s for s in SYSTEMS if s in args.forward_systems.split(",")]
+    with tempfile.TemporaryDirectory(prefix="bench-forward-") as tmp:
+        directory = Path(tmp)
+        directory.chmod(0o711)  # squid's own user reaches its folder inside
+        started: list[ForwardProxy] = []
+        try:
+            _run(args, directory, wanted, started)
+        finally:
+            for service in reversed(started):
+                service.stop()
+
+
+def _start(service: ForwardProxy, started: list[ForwardProxy]) -> ForwardProxy:
+    service.start()
+    started.append(service)
+    return service
+
+
+def _run(
+    args: argparse.Namespace, directory: Path, wanted: list[str], started: list[ForwardProxy]
+) -> None:
+    client = compile_client(directory)
+    target, _tls_port = nginx(directory)
+    _start(target, started)
+    upstream = QuietTinyproxy(directory / "tinyproxy", UP_USER, UP_PASSWORD)
+    _start(upstream, started)
+    load = Load(client, target.port, args.forward_seconds, args.forward_warmup)
+
+    print(f"- nginx alone ({BODY_BYTES}-byte body, one process), the client's own CPU beside:")
+    for mode, conns in (("ka", 32), ("ka", 100), ("close", 32)):
+        alone = load.run(mode, target.port, "-", conns, target.pid)
+        label = "keep-alive" if mode == "ka" else "connect, GET, close"
+        print(f"  - {label}, {conns} connections: {describe(alone)}")
+
+    systems: list[System] = []
+    bench_auth = basic("bench", BENCH_KEY)
+    for name in wanted:
+        if name == "direct":
+            auth = basic(UP_USER, UP_PASSWORD)
+            systems.append(System(name, upstream.port, auth, upstream.pid))
+        elif name == "squid":
+            service = _start(squid(directory, upstream), started)
+            systems.append(System(name, service.port, bench_auth, service.pid))
+        elif name == "pproxy":
+            service = _start(pproxy(directory, upstream), started)
+            # uvloop's extension is mapped once pproxy took it (its "Using uvloop" line sits
+            # in a pipe buffer until it exits).
+            maps = Path(f"/proc/{service.pid}/maps").read_text()
+            loop = "uvloop 0.21" if "uvloop" in maps else "asyncio (uvloop not loaded)"
+            print(f"- pproxy runs on {loop}")
+            systems.append(System(name, service.port, bench_auth, service.pid))
+        elif name == "worker":
+            standin = ControlStandin(
+                Upstream("127.0.0.1", upstream.port, UP_USER, UP_PASSWORD), WORKER_TOKEN
+            )
+            running, why = worker(directory, standin.start())
+            if running is None:
+                print(f"- worker: skipped: {why}")
+                standin.stop()
+                continue
+            started.append(running)
+            systems.append(System(name, running.port, bench_auth, running.pid))
+
+    for round_ in range(1, args.forward_rounds + 1):
+        print(f"- round {round_}:")
+        for system in systems:
+            for mode, conns in LOADS:
+                run = load.run(mode, system.port, system.auth, conns, system.pid)
+                system.runs.setdefault((mode, conns), []).append(run)
+                print(f"  - {system.name}, {mode} {conns}: {describe(run)}")
+    _table(systems, args.forward_rounds)
+
+
+def _median(runs: list[Run], attribute: str) -> float | None:
+    values = [getattr(r, attribute) for r in runs if getattr(r, attribute) is not None]
+    return statistics.median(values) if values else None
+
+
+def _table(systems: list[System], rounds: int) -> None:
+    print(f"\nMedians of {rounds} rounds; errors summed over all runs.\n")
+    print(
+        "| system | keep-alive req/s, 32 conns (share of direct) | 100 conns (share) "
+        "| tunnels/s, 32 conns (share) | p50 / p99 ms: keep-alive 32; tunnels "
+        "| CPU s per 1,000 requests / tunnels | errors HTTP / socket "
+        "| client connections closed per keep-alive answer |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    direct = next((s for s in systems if s.name == "direct"), None)
+
+    def rate(system: System, load: tuple[str, int]) -> str:
+        value = _median(system.runs[load], "rate") or 0.0
+        base = _median(direct.runs[load], "rate") if direct else None
+        share = f" ({value / base:.0%})" if base else ""
+        return f"{value:,.0f}{share}"
+
+    for s in systems:
+        ka, tun = s.runs[("ka", 32)], s.runs[("tunnel", 32)]
+        cpu_ka, cpu_tun = _median(ka, "cpu_per_1k"), _median(tun, "cpu_per_1k")
+        cpu = "-" if cpu_ka is None or cpu_tun is None else f"{cpu_ka:.2f} / {cpu_tun:.2f}"
+        if s.name == "direct":
+            cpu = f"({cpu}: tinyproxy's own)"
+        every = [r for runs in s.runs.values() for r in runs]
+        errors = f"{sum(r.http_errors for r in every):,} / {sum(r.socket_errors for r in every):,}"
+        kept = [r for load, runs in s.runs.items() if load[0] == "ka" for r in runs]
+        answers = sum(r.rate for r in kept)  # per second: the same window in every run
+        closed = sum((r.server_closes + r.reconnects) / r.seconds for r in kept)
+        print(
+            f"| {s.name} | {rate(s, ('ka', 32))} | {rate(s, ('ka', 100))} "
+            f"| {rate(s, ('tunnel', 32))} "
+            f"| {_median(ka, 'p50'):.2f} / {_median(ka, 'p99'):.2f}; "
+            f"{_median(tun, 'p50'):.2f} / {_median(tun, 'p99'):.2f} | {cpu} | {errors} "
+            f"| {closed / answers if answers else 0:.2f} |"
+        )
+    client = max(
+        (r.client_cpu for s in systems for runs in s.runs.values() for r in runs), default=0
+    )
+    print(f"\nThe load client used at most {client:.0%} of a core in any run.")
+    print(
+        "- A closed connection after an answer: tinyproxy closes every client connection after "
+        "its answer (an HTTP/1.1 answer without `Connection: close`); the client sends its next "
+        "request on a new connection, as HTTP clients do, and counts it here, not as an error.\n"
+        "- pproxy's keep-alive rows are not comparable: it opens one upstream tunnel per client "
+        "connection and sends every request of that connection through it (one exit per "
+        "connection, and tinyproxy only relays bytes).\n"
+        "- squid asks no client login; the others do (direct: tinyproxy's Basic auth; worker and "
+        "pproxy: the bench client's)."
+    )
