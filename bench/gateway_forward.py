@@ -57,6 +57,8 @@ PACKAGES: dict[str, Callable[[], object]] = {
     "squid": lambda: forward_proxy_binary("squid"),
     "tinyproxy": lambda: forward_proxy_binary("tinyproxy"),
     "gcc": lambda: shutil.which("gcc"),
+    # The load client's TLS rows link OpenSSL.
+    "libssl-dev": lambda: Path("/usr/include/openssl/ssl.h").exists() or None,
 }
 #: pproxy's pins: 2.7.9 is the research run's; it did not start with uvloop 0.23, did on 0.21.
 PPROXY_PINS = ("pproxy==2.7.9", "uvloop==0.21.0")
@@ -65,7 +67,9 @@ BODY_BYTES = 1024
 #: The upstream's login (ForwardProxy takes letters and digits only).
 UP_USER, UP_PASSWORD = "benchup", "benchup0secret"
 WORKER_TOKEN = "bench-worker-token"
-LOADS = (("ka", 32), ("ka", 100), ("tunnel", 32))
+#: (load client mode, connections); the TLS tunnels are an extra row beyond the research's.
+LOADS = (("ka", 32), ("ka", 100), ("tunnel", 32), ("tunnel-tls", 32))
+TUNNELS = (("tunnel", 32), ("tunnel-tls", 32))
 SYSTEMS = ("direct", "worker", "squid", "pproxy")
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
@@ -258,7 +262,8 @@ class QuietTinyproxy(Tinyproxy):
 def compile_client(directory: Path) -> Path:
     binary = directory / "loadclient"
     source = ROOT / "bench" / "loadclient.c"
-    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(binary), str(source)], check=True)
+    argv = ["gcc", "-O2", "-Wall", "-o", str(binary), str(source), "-lssl", "-lcrypto"]
+    subprocess.run(argv, check=True)
     return binary
 
 
@@ -288,13 +293,17 @@ class System:
 
 
 class Load:
-    def __init__(self, client: Path, target_port: int, seconds: float, warmup: float) -> None:
-        self.client, self.target_port = client, target_port
+    def __init__(
+        self, client: Path, target_ports: tuple[int, int], seconds: float, warmup: float
+    ) -> None:
+        #: nginx's plain and HTTPS ports; a TLS mode goes to the latter.
+        self.client, self.target_ports = client, target_ports
         self.seconds, self.warmup = seconds, warmup
 
     def run(self, mode: str, port: int, auth: str, conns: int, pid: int | None) -> Run:
         argv = [str(self.client), mode, "127.0.0.1", str(port), "127.0.0.1"]
-        argv += [str(self.target_port), "/1k", auth, str(conns), str(self.seconds)]
+        target = self.target_ports[1] if mode.endswith("-tls") else self.target_ports[0]
+        argv += [str(target), "/1k", auth, str(conns), str(self.seconds)]
         argv.append(str(self.warmup))
         cpu: list[float] = []
         figures: dict[str, str] = {}
@@ -368,16 +377,20 @@ def _run(
     args: argparse.Namespace, directory: Path, wanted: list[str], started: list[ForwardProxy]
 ) -> None:
     client = compile_client(directory)
-    target, _tls_port = nginx(directory)
+    target, tls_port = nginx(directory)
     _start(target, started)
     upstream = QuietTinyproxy(directory / "tinyproxy", UP_USER, UP_PASSWORD)
     _start(upstream, started)
-    load = Load(client, target.port, args.forward_seconds, args.forward_warmup)
+    load = Load(client, (target.port, tls_port), args.forward_seconds, args.forward_warmup)
 
     print(f"- nginx alone ({BODY_BYTES}-byte body, one process), the client's own CPU beside:")
-    for mode, conns in (("ka", 32), ("ka", 100), ("close", 32)):
+    for mode, conns in (("ka", 32), ("ka", 100), ("close", 32), ("close-tls", 32)):
         alone = load.run(mode, target.port, "-", conns, target.pid)
-        label = "keep-alive" if mode == "ka" else "connect, GET, close"
+        label = {
+            "ka": "keep-alive",
+            "close": "connect, GET, close",
+            "close-tls": "connect, TLS handshake, GET, close",
+        }[mode]
         print(f"  - {label}, {conns} connections: {describe(alone)}")
 
     systems: list[System] = []
@@ -428,11 +441,11 @@ def _table(systems: list[System], rounds: int) -> None:
     print(f"\nMedians of {rounds} rounds; errors summed over all runs.\n")
     print(
         "| system | keep-alive req/s, 32 conns (share of direct) | 100 conns (share) "
-        "| tunnels/s, 32 conns (share) | p50 / p99 ms: keep-alive 32; tunnels "
-        "| CPU s per 1,000 requests / tunnels | errors HTTP / socket "
-        "| client connections closed per keep-alive answer |"
+        "| tunnels/s, 32 conns (share) | TLS tunnels/s, 32 conns (share) "
+        "| p50 / p99 ms: keep-alive 32; tunnels | CPU s per 1,000 requests / tunnels / TLS "
+        "tunnels | errors HTTP / socket | client connections closed per keep-alive answer |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     direct = next((s for s in systems if s.name == "direct"), None)
 
     def rate(system: System, load: tuple[str, int]) -> str:
@@ -443,8 +456,8 @@ def _table(systems: list[System], rounds: int) -> None:
 
     for s in systems:
         ka, tun = s.runs[("ka", 32)], s.runs[("tunnel", 32)]
-        cpu_ka, cpu_tun = _median(ka, "cpu_per_1k"), _median(tun, "cpu_per_1k")
-        cpu = "-" if cpu_ka is None or cpu_tun is None else f"{cpu_ka:.2f} / {cpu_tun:.2f}"
+        cpus = [_median(s.runs[load], "cpu_per_1k") for load in (("ka", 32), *TUNNELS)]
+        cpu = " / ".join("-" if c is None else f"{c:.2f}" for c in cpus)
         if s.name == "direct":
             cpu = f"({cpu}: tinyproxy's own)"
         every = [r for runs in s.runs.values() for r in runs]
@@ -454,7 +467,7 @@ def _table(systems: list[System], rounds: int) -> None:
         closed = sum((r.server_closes + r.reconnects) / r.seconds for r in kept)
         print(
             f"| {s.name} | {rate(s, ('ka', 32))} | {rate(s, ('ka', 100))} "
-            f"| {rate(s, ('tunnel', 32))} "
+            f"| {rate(s, ('tunnel', 32))} | {rate(s, ('tunnel-tls', 32))} "
             f"| {_median(ka, 'p50'):.2f} / {_median(ka, 'p99'):.2f}; "
             f"{_median(tun, 'p50'):.2f} / {_median(tun, 'p99'):.2f} | {cpu} | {errors} "
             f"| {closed / answers if answers else 0:.2f} |"

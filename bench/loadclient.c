@@ -9,7 +9,9 @@
  *
  * MODE: "ka" (absolute-URI GETs on kept-alive connections), "tunnel" (CONNECT
  * TARGET_HOST:TARGET_PORT, one GET over the tunnel, close) or "close" (connect, one GET,
- * close: the tunnel loop's cost at a server alone, with no CONNECT). AUTH: the base64 of user:password
+ * close: the tunnel loop's cost at a server alone, with no CONNECT); "tunnel-tls" and
+ * "close-tls" do the same with a TLS handshake (OpenSSL, no verification, no session reuse)
+ * and the GET over TLS, to the target's HTTPS port. AUTH: the base64 of user:password
  * for Proxy-Authorization, or "-" for none. Prints "start" when the warm-up ends and "stop"
  * when the measured time does (the harness reads the system's CPU at both), then one line of
  * key=value figures.
@@ -29,16 +31,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #define BUF 16384
 #define TIMEOUT_US 10000000L /* a request or tunnel taking longer is counted as an error */
 /* Latency histogram: 10 us buckets up to 1 s, then 1 ms buckets up to 60 s. */
 #define FINE 100000
 #define COARSE 59000
 
-enum state { IDLE, CONNECTING, CONNECT_SENT, REQUEST_SENT };
+enum state { IDLE, CONNECTING, CONNECT_SENT, HANDSHAKING, REQUEST_SENT };
 
 struct conn {
     int fd;
+    SSL *ssl;         /* once the connection (or the tunnel over it) carries TLS */
     enum state state;
     char buf[BUF];
     size_t len;       /* bytes in buf (headers not yet complete) */
@@ -53,6 +59,8 @@ struct conn {
 };
 
 static int mode_tunnel, mode_close; /* neither: keep-alive */
+static int mode_tls;
+static SSL_CTX *tls;
 static struct sockaddr_in proxy_addr;
 static char request[1024], connect_req[1024];
 static size_t request_len, connect_len;
@@ -102,6 +110,8 @@ static double percentile(double p) {
 static void start_connection(struct conn *c);
 
 static void drop(struct conn *c) {
+    if (c->ssl) SSL_free(c->ssl); /* no close_notify: the loop closes as a client that is done */
+    c->ssl = NULL;
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
     c->state = IDLE;
@@ -115,8 +125,51 @@ static void fail(struct conn *c) {
 
 static int send_all(struct conn *c, const char *data, size_t len) {
     /* Requests are a few hundred bytes into an empty socket buffer: one write takes them. */
+    if (c->ssl) return SSL_write(c->ssl, data, (int)len) == (int)len ? 0 : -1;
     ssize_t n = send(c->fd, data, len, MSG_NOSIGNAL);
     return n == (ssize_t)len ? 0 : -1;
+}
+
+/* recv, or SSL_read once TLS is on: bytes; 0 when closed; -1 with errno EAGAIN to wait. */
+static ssize_t rd(struct conn *c, char *buf, size_t n) {
+    if (!c->ssl) return recv(c->fd, buf, n, 0);
+    int r = SSL_read(c->ssl, buf, (int)n);
+    if (r > 0) return r;
+    int e = SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ) {
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN) return 0;
+    errno = EIO;
+    return -1;
+}
+
+static void handshake(struct conn *c) {
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1) {
+        c->len = 0;
+        c->in_body = 0;
+        c->since = now_us();
+        c->state = REQUEST_SENT;
+        if (send_all(c, request, request_len) < 0) fail(c);
+        return;
+    }
+    int e = SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    /* Waiting to read is the usual; a handshake's few hundred bytes never fill an empty
+     * socket buffer, so wanting to write is counted as an error rather than waited for. */
+    if (e != SSL_ERROR_WANT_READ) fail(c);
+}
+
+static void start_tls(struct conn *c) {
+    c->ssl = SSL_new(tls);
+    SSL_set_fd(c->ssl, c->fd);
+    SSL_set_connect_state(c->ssl);
+    c->since = now_us();
+    c->state = HANDSHAKING;
+    handshake(c);
 }
 
 static void send_request(struct conn *c, int measured_from_here) {
@@ -208,7 +261,7 @@ static void on_readable(struct conn *c) {
                 answered(c);
                 return;
             }
-            ssize_t n = recv(c->fd, sink, want, 0);
+            ssize_t n = rd(c, sink, want);
             if (n == 0) {
                 if (c->body_left < 0) answered(c);
                 else fail(c);
@@ -224,7 +277,7 @@ static void on_readable(struct conn *c) {
             }
             continue;
         }
-        ssize_t n = recv(c->fd, c->buf + c->len, BUF - 1 - c->len, 0);
+        ssize_t n = rd(c, c->buf + c->len, BUF - 1 - c->len);
         if (n == 0) {
             if (c->len == 0 && c->used > 0 && c->state == REQUEST_SENT && !mode_tunnel) {
                 /* Closed before any byte of an answer, on a connection that had answered: the
@@ -261,6 +314,10 @@ static void on_readable(struct conn *c) {
                 if (!first_bad_status) first_bad_status = c->status;
                 drop(c);
                 start_connection(c);
+                return;
+            }
+            if (mode_tls) {
+                start_tls(c);
                 return;
             }
             c->len = 0;
@@ -307,6 +364,8 @@ static void on_event(struct conn *c, unsigned events) {
             c->since = now_us();
             c->state = CONNECT_SENT;
             if (send_all(c, connect_req, connect_len) < 0) fail(c);
+        } else if (mode_tls) {
+            start_tls(c);
         } else {
             /* A closing loop counts from the connect; a request sent again from its first try. */
             send_request(c, !mode_close && !c->resend);
@@ -314,17 +373,26 @@ static void on_event(struct conn *c, unsigned events) {
         }
         return;
     }
+    if (c->state == HANDSHAKING) {
+        handshake(c);
+        return;
+    }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_readable(c);
 }
 
 int main(int argc, char **argv) {
     if (argc != 11) {
-        fprintf(stderr, "usage: %s ka|tunnel|close PROXY_HOST PROXY_PORT TARGET_HOST TARGET_PORT PATH "
+        fprintf(stderr, "usage: %s ka|tunnel|close|tunnel-tls|close-tls PROXY_HOST PROXY_PORT TARGET_HOST TARGET_PORT PATH "
                         "AUTH CONNS SECONDS WARMUP\n", argv[0]);
         return 2;
     }
-    mode_tunnel = strcmp(argv[1], "tunnel") == 0;
-    mode_close = strcmp(argv[1], "close") == 0;
+    mode_tunnel = strncmp(argv[1], "tunnel", 6) == 0;
+    mode_close = strncmp(argv[1], "close", 5) == 0;
+    mode_tls = strstr(argv[1], "-tls") != NULL;
+    tls = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_verify(tls, SSL_VERIFY_NONE, NULL);
+    /* Every tunnel a full handshake: a client through a rotating gateway meets a new exit. */
+    SSL_CTX_set_session_cache_mode(tls, SSL_SESS_CACHE_OFF);
     proxy_addr.sin_family = AF_INET;
     proxy_addr.sin_port = htons(atoi(argv[3]));
     inet_pton(AF_INET, argv[2], &proxy_addr.sin_addr);
