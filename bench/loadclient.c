@@ -108,6 +108,7 @@ static double percentile(double p) {
 }
 
 static void start_connection(struct conn *c);
+static void send_request(struct conn *c, int measured_from_here);
 
 static void drop(struct conn *c) {
     if (c->ssl) SSL_free(c->ssl); /* no close_notify: the loop closes as a client that is done */
@@ -149,11 +150,7 @@ static ssize_t rd(struct conn *c, char *buf, size_t n) {
 static void handshake(struct conn *c) {
     int r = SSL_do_handshake(c->ssl);
     if (r == 1) {
-        c->len = 0;
-        c->in_body = 0;
-        c->since = now_us();
-        c->state = REQUEST_SENT;
-        if (send_all(c, request, request_len) < 0) fail(c);
+        send_request(c, 0); /* the tunnel's time runs from its connect */
         return;
     }
     int e = SSL_get_error(c->ssl, r);
@@ -192,7 +189,14 @@ static void start_connection(struct conn *c) {
     }
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    /* A new connection starts with no answer in progress (the last one's state would
+     * otherwise count the next tunnel as answered when its CONNECT reply arrives). */
     c->used = 0;
+    c->len = 0;
+    c->in_body = 0;
+    c->body_left = 0;
+    c->status = 0;
+    c->close_after = 0;
     c->t0 = c->since = now_us();
     c->state = CONNECTING;
     int r = connect(c->fd, (struct sockaddr *)&proxy_addr, sizeof proxy_addr);
@@ -320,11 +324,7 @@ static void on_readable(struct conn *c) {
                 start_tls(c);
                 return;
             }
-            c->len = 0;
-            c->in_body = 0;
-            c->since = now_us();
-            c->state = REQUEST_SENT;
-            if (send_all(c, request, request_len) < 0) fail(c);
+            send_request(c, 0);
             return;
         }
         if (c->body_left == -2) { /* chunked: not what nginx sends for a static file */
