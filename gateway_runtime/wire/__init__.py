@@ -26,6 +26,8 @@ from gateway_runtime.wire.snapshot import (
     seal_snapshot,
 )
 from gateway_runtime.wire.types import (
+    TRAFFIC_COUNTS,
+    ClientTraffic,
     Credential,
     GatewayClient,
     ReportEntry,
@@ -33,12 +35,13 @@ from gateway_runtime.wire.types import (
     Snapshot,
     SnapshotAck,
     SnapshotProxy,
-    UpstreamTraffic,
 )
 from gateway_runtime.wire.verifier import make_verifier, new_salt, verify
 
 __all__ = [
+    "TRAFFIC_COUNTS",
     "WIRE_VERSION",
+    "ClientTraffic",
     "Credential",
     "GatewayClient",
     "ReportEntry",
@@ -47,7 +50,6 @@ __all__ = [
     "Snapshot",
     "SnapshotAck",
     "SnapshotProxy",
-    "UpstreamTraffic",
     "WireBoundError",
     "WireChecksumError",
     "WireError",

@@ -212,6 +212,12 @@ def token(value: object, path: str) -> str:
     return value
 
 
+def traffic_name(value: object, path: str) -> str:
+    """A traffic entry's client or upstream: a token, or ``OTHER`` (the worker's table of pairs
+    was full)."""
+    return limits.OTHER if value == limits.OTHER else token(value, path)
+
+
 def sorted_set(value: object, path: str, read: Callable[[object, str], str]) -> frozenset[str]:
     """A set, sent as an array sorted without repeats (so one set has one encoding)."""
     values = parsed_items(value, path, limits.MAX_ALLOWED, read)

@@ -19,11 +19,16 @@ MAX_PROXIES = 20_000
 MAX_CLIENTS = 10_000
 #: A report is sent every few seconds and holds every proxy the worker counts, so it is sized
 #: for the largest snapshot: 20,000 entries with proxy IDs of up to 100 ASCII characters and a
-#: full traffic table fit (the tests build that report).
+#: full traffic table with 64-character names and every number at MAX_COUNTER fit (about
+#: 3.5 MB and 0.4 MB: the tests build that report).
 MAX_REPORT_BYTES = 4 * 1024 * 1024
 MAX_REPORT_ENTRIES = 20_000
-#: Upstreams in a report's traffic table.
-MAX_TRAFFIC_UPSTREAMS = 1_000
+#: (client, upstream) pairs in a report's traffic table. A worker with more pairs to report
+#: sends them over its next reports (gateway_runtime/traffic.py keeps the rest, nothing lost).
+MAX_TRAFFIC_ENTRIES = 1_000
+#: The client (or upstream) name a worker counts traffic under once its table of pairs is full
+#: (gateway_runtime/traffic.py): not a token, so no API client or upstream can have it.
+OTHER = "(other)"
 MAX_ACK_BYTES = 4 * 1024
 
 #: IDs (proxy, credential reference), label keys and values, usernames and passwords: the

@@ -10,12 +10,28 @@ from collections.abc import Callable
 from gateway_runtime.wire import _fields as f
 from gateway_runtime.wire import limits
 from gateway_runtime.wire.errors import WireBoundError
-from gateway_runtime.wire.types import ReportEntry, RuntimeReportBody, SnapshotAck, UpstreamTraffic
+from gateway_runtime.wire.types import (
+    TRAFFIC_COUNTS,
+    ClientTraffic,
+    ReportEntry,
+    RuntimeReportBody,
+    SnapshotAck,
+)
 
 _ACK = frozenset({"wire", "version", "epoch", "checksum"})
-_REPORT = frozenset({"wire", "report_sequence", "snapshot_version", "epoch", "entries", "traffic"})
+_REPORT = frozenset(
+    {
+        "wire",
+        "report_sequence",
+        "snapshot_version",
+        "epoch",
+        "entries",
+        "traffic",
+        "refused_snapshots",
+    }
+)
 _ENTRY = frozenset({"proxy_id", "epoch", "active", "reserved"})
-_TRAFFIC = frozenset({"upstream", "requests", "bytes_up", "bytes_down", "errors"})
+_TRAFFIC = frozenset({"client", "upstream", *TRAFFIC_COUNTS})
 
 
 def encode_ack(ack: SnapshotAck) -> bytes:
@@ -61,8 +77,8 @@ def _entry_tree(entry: ReportEntry, path: str) -> f.Tree:
     return f.attributes(entry, ReportEntry, path, _ENTRY)
 
 
-def _traffic_tree(traffic: UpstreamTraffic, path: str) -> f.Tree:
-    return f.attributes(traffic, UpstreamTraffic, path, _TRAFFIC)
+def _traffic_tree(traffic: ClientTraffic, path: str) -> f.Tree:
+    return f.attributes(traffic, ClientTraffic, path, _TRAFFIC)
 
 
 def _parse_report(value: object) -> RuntimeReportBody:
@@ -73,9 +89,10 @@ def _parse_report(value: object) -> RuntimeReportBody:
     epoch = f.integer(t["epoch"], "epoch", 0, limits.MAX_COUNTER)
     entries = f.parsed_items(t["entries"], "entries", limits.MAX_REPORT_ENTRIES, _parse_entry)
     f.unique([e.proxy_id for e in entries], "entries", "proxy_id")
-    traffic = f.parsed_items(t["traffic"], "traffic", limits.MAX_TRAFFIC_UPSTREAMS, _parse_traffic)
-    f.unique([u.upstream for u in traffic], "traffic", "upstream")
-    return RuntimeReportBody(sequence, version, epoch, entries, traffic)
+    traffic = f.parsed_items(t["traffic"], "traffic", limits.MAX_TRAFFIC_ENTRIES, _parse_traffic)
+    f.unique([f"{u.client} {u.upstream}" for u in traffic], "traffic", "client and upstream")
+    refused = f.integer(t["refused_snapshots"], "refused_snapshots", 0, limits.MAX_COUNTER)
+    return RuntimeReportBody(sequence, version, epoch, entries, traffic, refused)
 
 
 def _parse_entry(value: object, path: str) -> ReportEntry:
@@ -88,12 +105,13 @@ def _parse_entry(value: object, path: str) -> ReportEntry:
     )
 
 
-def _parse_traffic(value: object, path: str) -> UpstreamTraffic:
+def _parse_traffic(value: object, path: str) -> ClientTraffic:
     t = f.fields(value, path, _TRAFFIC)
-    return UpstreamTraffic(
-        upstream=f.token(t["upstream"], f"{path}.upstream"),
-        requests=f.integer(t["requests"], f"{path}.requests", 0, limits.MAX_COUNTER),
-        bytes_up=f.integer(t["bytes_up"], f"{path}.bytes_up", 0, limits.MAX_COUNTER),
-        bytes_down=f.integer(t["bytes_down"], f"{path}.bytes_down", 0, limits.MAX_COUNTER),
-        errors=f.integer(t["errors"], f"{path}.errors", 0, limits.MAX_COUNTER),
+    counts = {
+        name: f.integer(t[name], f"{path}.{name}", 0, limits.MAX_COUNTER) for name in TRAFFIC_COUNTS
+    }
+    return ClientTraffic(
+        client=f.traffic_name(t["client"], f"{path}.client"),
+        upstream=f.traffic_name(t["upstream"], f"{path}.upstream"),
+        **counts,
     )

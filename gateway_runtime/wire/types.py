@@ -107,14 +107,45 @@ class ReportEntry:
 
 
 @dataclass(frozen=True, slots=True)
-class UpstreamTraffic:
-    """What the worker carried through one upstream's proxies since its previous report."""
+class ClientTraffic:
+    """What the worker carried for one client through one upstream's proxies since the traffic
+    it reported before (gateway_runtime/traffic.py). ``client`` and ``upstream`` are names, or
+    ``limits.OTHER`` for pairs past the worker's table bound."""
 
+    client: str
     upstream: str
-    requests: int
-    bytes_up: int
-    bytes_down: int
-    errors: int
+    #: Plain HTTP requests forwarded through the upstream's proxies.
+    requests: int = 0
+    #: Tunnels (CONNECT, SOCKS5) opened through them.
+    tunnels: int = 0
+    #: Bytes from the client towards the upstream's proxies, and back.
+    bytes_up: int = 0
+    bytes_down: int = 0
+    #: Requests and tunnels that failed, by kind: the upstream's proxy could not be reached or
+    #: refused the worker's login; a connect or first-byte timeout; the proxy answered an error
+    #: for the target (its 502 or 503 to a CONNECT); the connection broke mid-transfer.
+    failed_connect: int = 0
+    failed_timeout: int = 0
+    failed_upstream: int = 0
+    failed_closed: int = 0
+
+    @property
+    def failed(self) -> int:
+        """Failures of every kind."""
+        return self.failed_connect + self.failed_timeout + self.failed_upstream + self.failed_closed
+
+
+#: ClientTraffic's counts, in the order they are declared (the wire names are these).
+TRAFFIC_COUNTS = (
+    "requests",
+    "tunnels",
+    "bytes_up",
+    "bytes_down",
+    "failed_connect",
+    "failed_timeout",
+    "failed_upstream",
+    "failed_closed",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,4 +156,8 @@ class RuntimeReportBody:
     snapshot_version: int
     epoch: int
     entries: tuple[ReportEntry, ...] = ()
-    traffic: tuple[UpstreamTraffic, ...] = ()
+    #: Per (client, upstream) pair, unique, at most ``limits.MAX_TRAFFIC_ENTRIES``.
+    traffic: tuple[ClientTraffic, ...] = ()
+    #: Snapshots the worker refused since the previous report it sent (its draining registry
+    #: was full: it kept serving the older view).
+    refused_snapshots: int = 0

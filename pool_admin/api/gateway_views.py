@@ -249,5 +249,5 @@ class ReportsView(_GatewayView):
         )
         result = bootstrap.get_pool().write_report(report)
         if not result.replayed:  # a replay's traffic was counted with its first copy
-            record_traffic(worker.group, body.traffic)
+            record_traffic(worker.group, body.traffic, body.refused_snapshots)
         return Response({"replayed": result.replayed, "released": list(result.released)})

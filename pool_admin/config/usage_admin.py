@@ -100,6 +100,7 @@ class GatewayActivityAdmin(UsageAdmin):
         "drains_begun",
         "released",
         "refused",
+        "snapshots_refused",
     )
     list_filter = ("worker_group", "hourly")
     search_fields = ("worker_group",)
@@ -111,11 +112,16 @@ class GatewayTrafficAdmin(UsageAdmin):
         "period_start",
         "hourly",
         "worker_group",
+        "client",
         "upstream",
         "requests",
+        "tunnels",
         "bytes_up",
         "bytes_down",
-        "errors",
+        "failed_connect",
+        "failed_timeout",
+        "failed_upstream",
+        "failed_closed",
     )
     list_filter = ("worker_group", "upstream", "hourly")
-    search_fields = ("worker_group", "upstream")
+    search_fields = ("worker_group", "client", "upstream")

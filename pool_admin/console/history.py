@@ -16,7 +16,14 @@ from typing import Any
 from django.db import connection
 
 from activity.types import Outcome
-from pool_admin.config.models import ClientUsage, UpstreamChecks, UpstreamDrops, UpstreamQuality
+from pool_admin.config.models import (
+    ClientUsage,
+    GatewayTraffic,
+    UpstreamChecks,
+    UpstreamDrops,
+    UpstreamQuality,
+)
+from pool_admin.metrics.aggregates import FAILURES
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,14 @@ QUALITY_SUMS = {
     "latency": "check_latency_ms",
     "timed": "checks_timed",
     **{o.value: o.value for o in Outcome},
+}
+#: Series name -> the GatewayTraffic column it sums (every group and client).
+GATEWAY_SUMS = {
+    "requests": "requests",
+    "tunnels": "tunnels",
+    "up": "bytes_up",
+    "down": "bytes_down",
+    **{kind: column for column, kind in FAILURES.items()},
 }
 
 
@@ -113,6 +128,10 @@ def history(window_key: str, upstream: str | None, now: datetime | None = None) 
     calls = series(
         _grouped(ClientUsage._meta.db_table, {"calls": "calls"}, window, since, None), ["calls"]
     )
+    gateway = series(
+        _grouped(GatewayTraffic._meta.db_table, GATEWAY_SUMS, window, since, upstream),
+        list(GATEWAY_SUMS),
+    )
     latency = [
         round(lat / timed) if timed else None
         for lat, timed in zip(figures["latency"], figures["timed"], strict=True)
@@ -169,6 +188,22 @@ def history(window_key: str, upstream: str | None, now: datetime | None = None) 
                 "title": "Expired: used and never used",
                 "stacked": True,
                 "series": {"never used": figures["unused"], "used": figures["used"]},
+            },
+            {
+                "id": "gateway",
+                "title": "Gateway requests and tunnels",
+                "series": {"requests": gateway["requests"], "tunnels": gateway["tunnels"]},
+            },
+            {
+                "id": "gateway_bytes",
+                "title": "Gateway bytes, up (to the proxies) and down",
+                "series": {"up": gateway["up"], "down": gateway["down"]},
+            },
+            {
+                "id": "gateway_failures",
+                "title": "Gateway failures, by kind",
+                "stacked": True,
+                "series": {kind: gateway[kind] for kind in FAILURES.values()},
             },
         ],
     }

@@ -67,9 +67,19 @@ CLIENT_DRAWS = Table(ClientDraws, ("client", "upstream", "region"), ("proxies",)
 #: No dimension: a tick is the whole deployment's (one row per period).
 GATEWAY_TICKS = Table(GatewayTicks, (), ("ticks", "duration_ms", "cut_short", "expired"))
 OWNERSHIP = ("assigned", "renewed", "drains_begun", "released", "refused")
-GATEWAY_ACTIVITY = Table(GatewayActivity, ("worker_group",), OWNERSHIP)
-TRAFFIC = ("requests", "bytes_up", "bytes_down", "errors")
-GATEWAY_TRAFFIC = Table(GatewayTraffic, ("worker_group", "upstream"), TRAFFIC)
+GATEWAY_ACTIVITY = Table(GatewayActivity, ("worker_group",), (*OWNERSHIP, "snapshots_refused"))
+#: A failure kind's column, and its ``kind`` label in the totals.
+FAILURES = {
+    "failed_connect": "connect",
+    "failed_timeout": "timeout",
+    "failed_upstream": "upstream",
+    "failed_closed": "closed",
+}
+TRAFFIC = ("requests", "tunnels", "bytes_up", "bytes_down", *FAILURES)
+#: ``errors``: every kind of failure (the rows from before the kinds were kept have only it).
+GATEWAY_TRAFFIC = Table(
+    GatewayTraffic, ("worker_group", "client", "upstream"), (*TRAFFIC, "errors")
+)
 #: Every aggregate table, in the one order every writer writes them.
 TABLES = (
     QUALITY,
@@ -204,12 +214,23 @@ def _gateway_ownership(sums: Sums, e: Event) -> None:
 
 def _gateway_traffic(sums: Sums, e: Event) -> None:
     f = e.fields
-    group, upstream = f["group"], f["upstream"]
-    sums.add(GATEWAY_TRAFFIC, (group, upstream), e.at_ms, **{c: f[c] for c in TRAFFIC})
+    group, client, upstream = f["group"], f["client"], f["upstream"]
+    failed = sum(f[c] for c in FAILURES)
+    figures = {c: f[c] for c in TRAFFIC}
+    sums.add(GATEWAY_TRAFFIC, (group, client, upstream), e.at_ms, **figures, errors=failed)
+    # /metrics: per group and upstream, no client label (exposition.py says why).
     sums.total("gateway_requests", group, upstream, amount=f["requests"])
+    sums.total("gateway_tunnels", group, upstream, amount=f["tunnels"])
     sums.total("gateway_bytes", group, upstream, "up", amount=f["bytes_up"])
     sums.total("gateway_bytes", group, upstream, "down", amount=f["bytes_down"])
-    sums.total("gateway_errors", group, upstream, amount=f["errors"])
+    for column, kind in FAILURES.items():
+        sums.total("gateway_failures", group, upstream, kind, amount=f[column])
+
+
+def _gateway_snapshots_refused(sums: Sums, e: Event) -> None:
+    group, refused = e.fields["group"], e.fields["refused"]
+    sums.add(GATEWAY_ACTIVITY, (group,), e.at_ms, snapshots_refused=refused)
+    sums.total("gateway_snapshots_refused", group, amount=refused)
 
 
 _HANDLERS: dict[str, Callable[[Sums, Event], None]] = {
@@ -222,6 +243,7 @@ _HANDLERS: dict[str, Callable[[Sums, Event], None]] = {
     "gateway_tick": _gateway_tick,
     "gateway_ownership": _gateway_ownership,
     "gateway_traffic": _gateway_traffic,
+    "gateway_snapshots_refused": _gateway_snapshots_refused,
 }
 
 

@@ -23,6 +23,7 @@ import orjson
 
 from activity.labels import is_kept_label
 from activity.types import LABEL_PATTERN, Outcome, ProxyState
+from gateway_runtime.wire.limits import OTHER
 
 _LABEL = re.compile(LABEL_PATTERN)
 #: A drop reason or an extract's outcome: at most 40 characters, as their columns
@@ -49,6 +50,12 @@ class MalformedEvent(ValueError):
 
 def _label(value: object) -> bool:
     return isinstance(value, str) and _LABEL.fullmatch(value) is not None
+
+
+def _traffic_name(value: object) -> bool:
+    """A gateway traffic row's client or upstream: a label, or the worker's ``OTHER`` (pairs
+    past its table bound, gateway_runtime/traffic.py)."""
+    return value == OTHER or _label(value)
 
 
 def _code(value: object) -> bool:
@@ -162,16 +169,25 @@ KINDS: dict[str, dict[str, tuple[Check, bool]]] = {
         "released": (_count, True),
         "refused": (_count, True),
     },
-    # What a gateway worker of the group carried through one upstream's proxies since its
-    # previous accepted report (pool_admin/metrics/gateway_events.py).
+    # What a gateway worker of the group carried for one client through one upstream's proxies
+    # since its previous accepted report (pool_admin/metrics/gateway_events.py): requests,
+    # tunnels, bytes each way, failures by kind (gateway_runtime/wire/types.py ClientTraffic).
     "gateway_traffic": {
         "group": (_label, True),
-        "upstream": (_label, True),
+        "client": (_traffic_name, True),
+        "upstream": (_traffic_name, True),
         "requests": (_count, True),
+        "tunnels": (_count, True),
         "bytes_up": (_count, True),
         "bytes_down": (_count, True),
-        "errors": (_count, True),
+        "failed_connect": (_count, True),
+        "failed_timeout": (_count, True),
+        "failed_upstream": (_count, True),
+        "failed_closed": (_count, True),
     },
+    # Snapshots a gateway worker of the group refused since its previous accepted report (its
+    # draining registry was full; it kept serving its older view).
+    "gateway_snapshots_refused": {"group": (_label, True), "refused": (_count, True)},
 }
 
 

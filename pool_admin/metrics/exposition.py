@@ -21,10 +21,11 @@ per-proxy, per-IP or per-session label; an upstream is a configuration name, bou
   checks by source and result and their latency, proxies expired used or unused, fetches
   failed by kind (the error's code); and the gateway's: ownership ticks (their duration, those
   cut short, the leases they expired), what they did per worker group (proxies assigned and
-  released, leases renewed, drains begun, candidates refused), and what each group's workers
-  carried per upstream (requests, bytes by direction, errors). Labels:
-  upstream, worker group, and small fixed sets (outcome, reason, source, result, used,
-  direction); no client, worker or proxy label (``ClientUsage`` in PostgreSQL has the client).
+  released, leases renewed, drains begun, candidates refused), the snapshots each group's
+  workers refused, and what they carried per upstream (requests, tunnels, bytes by direction,
+  failures by kind). Labels: upstream, worker group, and small fixed sets (outcome, reason,
+  source, result, used, direction, kind); no client, worker or proxy label (``ClientUsage``
+  and ``GatewayTraffic`` in PostgreSQL have the client).
   At most ``MAX_TOTALS`` rows are read; past that ``proxypool_usage_totals_truncated`` is 1
   and the counters shown are incomplete.
 * ``proxypool_open_alerts{kind}``: the alerts open now, every kind (one grouped count).
@@ -289,10 +290,22 @@ _COUNTERS: dict[str, tuple[str, str, list[str]]] = {
         "Bytes the group's workers sent to (up) and received from (down) the upstream's proxies.",
         ["group", "upstream", "direction"],
     ),
-    "gateway_errors": (
-        "proxypool_gateway_errors",
-        "Requests through the upstream's proxies that failed, as the group's workers counted them.",
+    "gateway_tunnels": (
+        "proxypool_gateway_tunnels",
+        "Tunnels (CONNECT, SOCKS5) the group's workers opened through the upstream's proxies.",
         ["group", "upstream"],
+    ),
+    "gateway_failures": (
+        "proxypool_gateway_failures",
+        "Requests and tunnels through the upstream's proxies that failed, as the group's "
+        "workers counted them, by kind: connect (the proxy unreachable or refusing the login), "
+        "timeout, upstream (the proxy's error for the target), closed (broken mid-transfer).",
+        ["group", "upstream", "kind"],
+    ),
+    "gateway_snapshots_refused": (
+        "proxypool_gateway_refused_snapshots",
+        "Snapshots the group's workers refused (a draining registry full: the older view kept).",
+        ["group"],
     ),
 }
 

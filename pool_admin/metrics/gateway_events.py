@@ -7,14 +7,17 @@
   lease period), so the stream gets one small event per tick plus one per busy group: at most
   ``1 + groups`` per tick, whatever the number of workers or proxies.
 * :func:`record_traffic` (the control API, for a worker's report it accepted and that was not
-  a replay): one ``gateway_traffic`` event per upstream the report says the worker used. The
-  upstream names come from the worker, so only configured upstreams are kept (read from
-  PostgreSQL at most once per ``UPSTREAMS_TTL`` per process, the last set kept while it is
-  down): a worker naming others (a bug, a lie) cannot grow the aggregates' rows or
-  ``/metrics``' label sets; what it names otherwise is left out and a warning says how many.
+  a replay): one ``gateway_traffic`` event per (client, upstream) pair the report says the
+  worker carried anything for, and one ``gateway_snapshots_refused`` event when the worker
+  refused snapshots since its previous report. The client and upstream names come from the
+  worker, so only configured ones are kept (API clients' and upstreams' names, each read from
+  PostgreSQL at most once per ``NAMES_TTL`` per process, the last set kept while it is down),
+  and ``OTHER`` (the pairs past a worker's table bound): a worker naming others (a bug, a lie)
+  cannot grow the aggregates' rows or ``/metrics``' label sets; what it names otherwise is left
+  out and a warning says how many rows.
 
 Both return at once and never raise (``emit_event``); no proxy, address or worker token is in
-any event: group and upstream names and counts only.
+any event: group, client and upstream names and counts only.
 """
 
 from __future__ import annotations
@@ -27,16 +30,17 @@ from collections.abc import Sequence
 from datetime import timedelta
 
 from activity.ownership_manager import TickReport
-from gateway_runtime.wire import UpstreamTraffic
-from pool_admin.config.models import Upstream
+from gateway_runtime.wire import TRAFFIC_COUNTS, ClientTraffic
+from gateway_runtime.wire.limits import OTHER
+from pool_admin.config.models import ApiClient, Upstream
 from pool_admin.kept_reads import KeptRead
 from pool_admin.metrics.events import MAX_NUMBER
 from pool_admin.metrics.stream import emit_event
 
 logger = logging.getLogger(__name__)
 
-#: How long the configured upstream names are used before they are read again.
-UPSTREAMS_TTL = timedelta(seconds=5)
+#: How long the configured upstream and client names are used before they are read again.
+NAMES_TTL = timedelta(seconds=5)
 #: At most one warning per this about traffic left out (a report comes every few seconds).
 WARN_EVERY = timedelta(seconds=60)
 
@@ -62,32 +66,34 @@ def record_tick(report: TickReport, duration: timedelta) -> None:
             emit_event("gateway_ownership", group=group, **figures)
 
 
-def record_traffic(group: str, traffic: Sequence[UpstreamTraffic]) -> None:
-    """What a worker of ``group`` reported it carried since its previous accepted report, by
-    upstream: an event per configured upstream with anything to count."""
-    used = [t for t in traffic if t.requests or t.bytes_up or t.bytes_down or t.errors]
+def record_traffic(
+    group: str, traffic: Sequence[ClientTraffic], refused_snapshots: int = 0
+) -> None:
+    """What a worker of ``group`` reported since its previous accepted report: an event per
+    (client, upstream) pair of configured names with anything to count, and the snapshots it
+    refused."""
+    if refused_snapshots:
+        emit_event(
+            "gateway_snapshots_refused", group=group, refused=min(refused_snapshots, MAX_NUMBER)
+        )
+    used = [t for t in traffic if any(getattr(t, name) for name in TRAFFIC_COUNTS)]
     if not used:
         return
-    known = _upstream_names.current()
-    unknown = sum(1 for t in used if t.upstream not in known)
-    if unknown:
-        _left_out.warn(unknown)
-    for t in used:
-        if t.upstream in known:
-            for part in _parts(t):
-                emit_event("gateway_traffic", group=group, upstream=t.upstream, **part)
+    upstreams = _upstream_names.current() | {OTHER}
+    clients = _client_names.current() | {OTHER}
+    kept = [t for t in used if t.upstream in upstreams and t.client in clients]
+    if len(kept) < len(used):
+        _left_out.warn(len(used) - len(kept))
+    for t in kept:
+        for part in _parts(t):
+            emit_event("gateway_traffic", group=group, client=t.client, upstream=t.upstream, **part)
 
 
-def _parts(t: UpstreamTraffic) -> list[dict[str, int]]:
+def _parts(t: ClientTraffic) -> list[dict[str, int]]:
     """The figures as one event, or as several that add up to them when one is past what an
     event may carry: the wire allows 100 times more (a worker whose reports failed for hours
     reports all it carried meanwhile), and an event past it would be refused whole."""
-    figures = {
-        "requests": t.requests,
-        "bytes_up": t.bytes_up,
-        "bytes_down": t.bytes_down,
-        "errors": t.errors,
-    }
+    figures = {name: getattr(t, name) for name in TRAFFIC_COUNTS}
     n = max(-(-value // MAX_NUMBER) for value in figures.values())
     if n <= 1:
         return [figures]
@@ -112,8 +118,8 @@ class _LeftOut:
                 return
             n, self._left_out, self._warned_at = self._left_out, 0, now
         logger.warning(
-            "gateway traffic: %d report rows named an upstream that is not configured "
-            "(deleted meanwhile, or a worker's bug): left out of the metrics",
+            "gateway traffic: %d report rows named an upstream or API client that is not "
+            "configured (deleted meanwhile, or a worker's bug): left out of the metrics",
             n,
         )
 
@@ -125,17 +131,31 @@ def _configured_upstreams() -> frozenset[str]:
     return frozenset(Upstream.objects.values_list("name", flat=True))
 
 
-#: The configured upstreams' names, read at most once per UPSTREAMS_TTL; while PostgreSQL does
-#: not answer, the last set read (none ever read: none known).
+def _configured_clients() -> frozenset[str]:
+    # Every API client, not only those allowed the gateway now: traffic a client carried
+    # before its gateway use was turned off is still its own.
+    return frozenset(ApiClient.objects.values_list("name", flat=True))
+
+
+#: The configured upstreams' and API clients' names, each read at most once per NAMES_TTL;
+#: while PostgreSQL does not answer, the last set read (none ever read: none known).
 _upstream_names: KeptRead[frozenset[str]] = KeptRead(
     _configured_upstreams,
-    UPSTREAMS_TTL,
+    NAMES_TTL,
     "gateway traffic: the configured upstreams",
+    initial=frozenset(),
+)
+_client_names: KeptRead[frozenset[str]] = KeptRead(
+    _configured_clients,
+    NAMES_TTL,
+    "gateway traffic: the API clients",
     initial=frozenset(),
 )
 _left_out = _LeftOut()
 
 
 def forget_configured_upstreams() -> None:
-    """Read the configured upstreams afresh at the next report (tests: a new database)."""
+    """Read the configured upstreams and clients afresh at the next report (tests: a new
+    database)."""
     _upstream_names.forget()
+    _client_names.forget()

@@ -14,10 +14,11 @@ from activity._validation import upsert as pool_upsert
 from activity.hosts import MAX_HOST_LENGTH
 from activity.labels import MAX_LABEL
 from gateway_runtime.wire import (
+    TRAFFIC_COUNTS,
+    ClientTraffic,
     ReportEntry,
     RuntimeReportBody,
     SnapshotAck,
-    UpstreamTraffic,
     WireBoundError,
     decode_ack,
     decode_report,
@@ -57,7 +58,7 @@ def test_a_snapshot_over_an_entry_bound_is_refused_before_its_entries_are_read(
 
 @pytest.mark.parametrize(
     ("field", "maximum"),
-    [("entries", limits.MAX_REPORT_ENTRIES), ("traffic", limits.MAX_TRAFFIC_UPSTREAMS)],
+    [("entries", limits.MAX_REPORT_ENTRIES), ("traffic", limits.MAX_TRAFFIC_ENTRIES)],
 )
 def test_a_report_over_an_entry_bound_is_refused(field: str, maximum: int) -> None:
     tree = tree_of(encode_report(report()))
@@ -102,17 +103,18 @@ def test_encoding_over_an_entry_bound_is_refused() -> None:
 
 def test_the_largest_report_fits_its_byte_bound() -> None:
     """Every entry a full snapshot can have, with 100-character IDs and counters at their
-    maximum, and a full traffic table: the worker can always send its complete counts."""
+    maximum, and a full traffic table (64-character names, every figure at its maximum): the
+    worker can always send its complete counts."""
     top = limits.MAX_COUNTER
     entries = tuple(
         ReportEntry(f"{i:0100d}", top, limits.MAX_CONCURRENCY, limits.MAX_CONCURRENCY)
         for i in range(limits.MAX_REPORT_ENTRIES)
     )
     traffic = tuple(
-        UpstreamTraffic(f"{i:064d}", top, top, top, top)
-        for i in range(limits.MAX_TRAFFIC_UPSTREAMS)
+        ClientTraffic(f"{i:064d}", f"u{i:063d}", **dict.fromkeys(TRAFFIC_COUNTS, top))
+        for i in range(limits.MAX_TRAFFIC_ENTRIES)
     )
-    body = RuntimeReportBody(top, top, top, entries, traffic)
+    body = RuntimeReportBody(top, top, top, entries, traffic, refused_snapshots=top)
     assert decode_report(encode_report(body)) == body
 
 

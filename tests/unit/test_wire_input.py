@@ -191,9 +191,16 @@ MALFORMED_REPORTS = [
         set_at(["entries"], [{"proxy_id": "p1", "epoch": 1, "active": 0, "reserved": 0}] * 2),
     ),
     ("traffic[0].upstream", set_at(["traffic", 0, "upstream"], "")),
+    ("traffic[0].client", set_at(["traffic", 0, "client"], "(others)")),
+    ("traffic[0].client", drop_at(["traffic", 0, "client"])),
     ("traffic[0].bytes_up", set_at(["traffic", 0, "bytes_up"], -5)),
-    ("traffic[0].errors", set_at(["traffic", 0, "errors"], "1")),
+    ("traffic[0].failed_closed", set_at(["traffic", 0, "failed_closed"], "1")),
+    ("traffic[0].tunnels", set_at(["traffic", 0, "tunnels"], limits.MAX_COUNTER + 1)),
+    ("traffic[0].errors", set_at(["traffic", 0, "errors"], 1)),
+    ("traffic[1].client and upstream", set_at(["traffic", 1, "client"], "shop")),
     ("traffic", drop_at(["traffic"])),
+    ("refused_snapshots", set_at(["refused_snapshots"], -1)),
+    ("refused_snapshots", drop_at(["refused_snapshots"])),
     ("session", set_at(["session"], "s1")),
 ]
 

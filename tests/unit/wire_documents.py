@@ -12,6 +12,8 @@ import pytest
 from hypothesis import strategies as st
 
 from gateway_runtime.wire import (
+    TRAFFIC_COUNTS,
+    ClientTraffic,
     Credential,
     GatewayClient,
     ReportEntry,
@@ -19,7 +21,6 @@ from gateway_runtime.wire import (
     Snapshot,
     SnapshotAck,
     SnapshotProxy,
-    UpstreamTraffic,
     WireError,
     decode_snapshot,
     encode_snapshot,
@@ -84,7 +85,11 @@ def report(**changes: object) -> RuntimeReportBody:
         "snapshot_version": 7,
         "epoch": 42,
         "entries": (ReportEntry("p1", 40, 2, 1),),
-        "traffic": (UpstreamTraffic("u1", 10, 1_000, 20_000, 1),),
+        "traffic": (
+            ClientTraffic("shop", "u1", 10, 2, 1_000, 20_000, 1, 0, 2, 1),
+            ClientTraffic(limits.OTHER, "u1", requests=1),
+        ),
+        "refused_snapshots": 1,
     }
     return RuntimeReportBody(**{**values, **changes})
 
@@ -207,16 +212,15 @@ reports = st.builds(
     ).map(tuple),
     traffic=st.lists(
         st.builds(
-            UpstreamTraffic,
-            upstream=_names,
-            requests=_counters,
-            bytes_up=_counters,
-            bytes_down=_counters,
-            errors=_counters,
+            ClientTraffic,
+            client=_names | st.just(limits.OTHER),
+            upstream=_names | st.just(limits.OTHER),
+            **dict.fromkeys(TRAFFIC_COUNTS, _counters),
         ),
-        unique_by=lambda u: u.upstream,
+        unique_by=lambda u: (u.client, u.upstream),
         max_size=3,
     ).map(tuple),
+    refused_snapshots=_counters,
 )
 acks = st.builds(
     SnapshotAck,

@@ -184,6 +184,10 @@ class GatewayActivity(UsageRow):
     drains_begun = _count("Drains begun (near the end, out of health, over the share...).")
     released = _count("Drained proxies released (the worker reported them idle).")
     refused = _count("Candidates another client or worker took between the read and the assign.")
+    snapshots_refused = _count(
+        "Snapshots the group's workers refused (a worker's draining registry was full: it kept "
+        "serving its older snapshot), as their reports said."
+    )
 
     class Meta:
         ordering = ["-period_start", "worker_group"]
@@ -195,23 +199,35 @@ class GatewayActivity(UsageRow):
 
 
 class GatewayTraffic(UsageRow):
-    """What a worker group's workers carried through an upstream's proxies, as they reported
-    it."""
+    """What a worker group's workers carried for a client through an upstream's proxies, as
+    they reported it. ``(other)`` for a client or upstream: pairs past a worker's table bound
+    (gateway_runtime/traffic.py); an empty client: rows from before clients were counted."""
 
     worker_group = models.CharField(max_length=LABEL_MAX_LENGTH)
+    client = models.CharField(max_length=LABEL_MAX_LENGTH, blank=True)
     upstream = models.CharField(max_length=LABEL_MAX_LENGTH)
-    requests = _count()
+    requests = _count("Plain HTTP requests forwarded.")
+    tunnels = _count("Tunnels (CONNECT, SOCKS5) opened.")
     bytes_up = _count("Bytes sent to the proxies.")
     bytes_down = _count("Bytes received from the proxies.")
-    errors = _count("Requests that failed, as the workers counted them.")
+    failed_connect = _count("Failures to reach the upstream's proxy, or its refusal of our login.")
+    failed_timeout = _count("Connect or first-byte timeouts.")
+    failed_upstream = _count("Errors the proxy answered for the target (e.g. its 502 to CONNECT).")
+    failed_closed = _count("Connections broken mid-transfer.")
+    errors = _count(
+        "Failures of every kind (the four above summed; rows from before the kinds were kept "
+        "have only this)."
+    )
 
     class Meta:
-        ordering = ["-period_start", "worker_group", "upstream"]
+        ordering = ["-period_start", "worker_group", "client", "upstream"]
         verbose_name_plural = "gateway traffic"
-        constraints, indexes = _one_row_per_period("gateway_traffic", "worker_group", "upstream")
+        constraints, indexes = _one_row_per_period(
+            "gateway_traffic", "worker_group", "client", "upstream"
+        )
 
     def __str__(self) -> str:
-        return f"{self.worker_group} {self.upstream} {self.period}"
+        return f"{self.worker_group} {self.client or '-'} {self.upstream} {self.period}"
 
 
 class UsageTotal(models.Model):

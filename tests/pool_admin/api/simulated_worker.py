@@ -11,11 +11,11 @@ import httpx
 from rest_framework.test import APIClient
 
 from gateway_runtime.wire import (
+    ClientTraffic,
     ReportEntry,
     RuntimeReportBody,
     Snapshot,
     SnapshotAck,
-    UpstreamTraffic,
     decode_snapshot,
     encode_ack,
     encode_report,
@@ -137,7 +137,8 @@ class SimulatedWorker:
         version: int | None = None,
         epoch: int | None = None,
         entries: tuple[ReportEntry, ...] | None = None,
-        traffic: tuple[UpstreamTraffic, ...] = (),
+        traffic: tuple[ClientTraffic, ...] = (),
+        refused_snapshots: int = 0,
     ) -> RuntimeReportBody:
         basis = self.acked or self.snapshot
         assert basis is not None
@@ -154,6 +155,7 @@ class SimulatedWorker:
             epoch=basis.epoch if epoch is None else epoch,
             entries=entries,
             traffic=traffic,
+            refused_snapshots=refused_snapshots,
         )
 
     def report(self, body: RuntimeReportBody | None = None, session_id: str | None = None):

@@ -12,9 +12,10 @@ from types import SimpleNamespace
 import pytest
 
 from activity import HealthUpdate, ProxyState
-from gateway_runtime.wire import ReportEntry, SnapshotAck, UpstreamTraffic, verify
+from gateway_runtime.wire import ClientTraffic, ReportEntry, SnapshotAck, verify
+from gateway_runtime.wire.limits import OTHER
 from pool_admin import bootstrap
-from pool_admin.config.models import ApiKey, GatewayTraffic
+from pool_admin.config.models import ApiKey, GatewayActivity, GatewayTraffic
 from pool_admin.gateway_tasks import run_ownership_tick
 from pool_admin.localservices import free_port
 from tests.harness.metrics import drain_metrics
@@ -97,24 +98,35 @@ def test_a_worker_opens_fetches_verifies_acks_and_reports(gateway):
     assert {e.proxy_id: e.active for e in runtime.entries}[gateway.ids[0]] == 2
 
 
-def test_the_traffic_a_report_carries_is_counted_once_per_group_and_upstream(gateway):
+def test_the_traffic_a_report_carries_is_counted_once_per_group_client_and_upstream(gateway):
     worker = gateway.worker
     worker.open()
     gateway.tick()
     worker.sync()
-    carried = (UpstreamTraffic("acme-us", 120, 4_000, 90_000, 3),)
-    body = worker.report_body(traffic=carried)
+    carried = (
+        ClientTraffic("shop", "acme-us", 120, 4, 4_000, 90_000, 1, 0, 2, 0),
+        ClientTraffic(OTHER, "acme-us", requests=7),
+        ClientTraffic("nobody", "acme-us", requests=9),  # no such API client: left out
+    )
+    body = worker.report_body(traffic=carried, refused_snapshots=1)
     assert worker.report(body).status_code == 200
     assert json.loads(worker.report(body).content)["replayed"] is True  # not counted again
-    assert worker.report(worker.report_body(traffic=carried)).status_code == 200
+    next_body = worker.report_body(traffic=carried[:1], refused_snapshots=1)
+    assert worker.report(next_body).status_code == 200
     drain_metrics()
-    rows = GatewayTraffic.objects.values_list(
-        "worker_group", "upstream", "requests", "bytes_up", "bytes_down", "errors"
-    )
-    assert [
-        (g, u, sum(r[2] for r in rows), sum(r[3] for r in rows), sum(r[4] for r in rows),
-         sum(r[5] for r in rows)) for g, u in {(r[0], r[1]) for r in rows}
-    ] == [("edge-us", "acme-us", 240, 8_000, 180_000, 6)]  # fmt: skip
+    columns = ("requests", "tunnels", "bytes_up", "bytes_down", "failed_connect",
+               "failed_upstream", "errors")  # fmt: skip
+    rows: dict[tuple[str, str, str], list[int]] = {}
+    for r in GatewayTraffic.objects.values("worker_group", "client", "upstream", *columns):
+        sums = rows.setdefault((r["worker_group"], r["client"], r["upstream"]), [0] * 7)
+        for i, column in enumerate(columns):
+            sums[i] += r[column]
+    assert rows == {
+        ("edge-us", "shop", "acme-us"): [240, 8, 8_000, 180_000, 2, 4, 6],
+        ("edge-us", OTHER, "acme-us"): [7, 0, 0, 0, 0, 0, 0],
+    }
+    refused = GatewayActivity.objects.filter(worker_group="edge-us")
+    assert sum(r.snapshots_refused for r in refused) == 2
 
 
 def test_each_rule_breaking_report_is_refused_with_its_code(gateway):
@@ -299,7 +311,8 @@ def test_hostile_worker_input_is_a_typed_error_that_changes_nothing(gateway):
 
     def raw_report(entries: list, sequence: int = 2) -> object:
         document = {"wire": 1, "report_sequence": sequence, "snapshot_version": 1,
-                    "epoch": worker.acked.epoch, "entries": entries, "traffic": []}  # fmt: skip
+                    "epoch": worker.acked.epoch, "entries": entries, "traffic": [],
+                    "refused_snapshots": 0}  # fmt: skip
         return post(f"{BASE}/reports", json.dumps(document).encode(),
                     content_type="application/json", HTTP_GATEWAY_SESSION=sid)  # fmt: skip
 

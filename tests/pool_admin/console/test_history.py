@@ -58,3 +58,27 @@ def test_the_page_carries_its_data_for_the_charts(client, staff, world):
     assert "chart.umd.min.js" in html  # the vendored library, from this site
     for bad in ({"window": "2y"}, {"upstream": "nope"}):
         assert client.get(PAGE, bad).status_code == 400
+
+
+def test_the_gateways_traffic_has_its_charts_for_every_client_or_one_upstream():
+    ms = int((datetime.now(UTC) - timedelta(minutes=2)).timestamp() * 1000)
+    figures = {"requests": 4, "tunnels": 2, "bytes_up": 100, "bytes_down": 900,
+               "failed_connect": 1, "failed_timeout": 0, "failed_upstream": 2,
+               "failed_closed": 3}  # fmt: skip
+    apply_events([
+        Event("gateway_traffic", ms, {"group": "edge", "client": client, "upstream": upstream,
+                                      **figures})
+        for client, upstream in (("shop", "acme-us"), ("crawler", "acme-us"), ("shop", "acme-eu"))
+    ])  # fmt: skip
+    data = history("1h", None)
+    sums = {
+        name: {series: sum(values) for series, values in chart(data, name)["series"].items()}
+        for name in ("gateway", "gateway_bytes", "gateway_failures")
+    }
+    assert sums == {
+        "gateway": {"requests": 12, "tunnels": 6},
+        "gateway_bytes": {"up": 300, "down": 2_700},
+        "gateway_failures": {"connect": 3, "timeout": 0, "upstream": 6, "closed": 9},
+    }
+    one = chart(history("1h", "acme-eu"), "gateway")["series"]
+    assert (sum(one["requests"]), sum(one["tunnels"])) == (4, 2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from activity.types import LABEL_MAX_LENGTH, ProxyState
+from gateway_runtime.wire.limits import OTHER
 from pool_admin.config.models import (
     ClientDraws,
     ClientUsage,
@@ -106,12 +107,18 @@ _GATEWAY_EVENTS = {
     },
     "gateway_traffic": {
         "group": "edge",
+        "client": "shop",
         "upstream": "acme-us",
         "requests": 10,
+        "tunnels": 3,
         "bytes_up": 2_000,
         "bytes_down": 90_000,
-        "errors": 1,
+        "failed_connect": 1,
+        "failed_timeout": 0,
+        "failed_upstream": 2,
+        "failed_closed": 0,
     },
+    "gateway_snapshots_refused": {"group": "edge", "refused": 1},
 }
 
 
@@ -149,9 +156,17 @@ def test_a_ticks_cut_short_is_a_flag():
 def test_the_gateways_labels_fit_their_columns():
     """A group's and an upstream's names are labels; the longest fits the aggregates'."""
     columns = [(GatewayActivity, "worker_group"), (GatewayTraffic, "worker_group"),
-               (GatewayTraffic, "upstream")]  # fmt: skip
+               (GatewayTraffic, "client"), (GatewayTraffic, "upstream")]  # fmt: skip
     for model, column in columns:
         assert model._meta.get_field(column).max_length == LABEL_MAX_LENGTH
     longest = "g" * LABEL_MAX_LENGTH
-    traffic = {**_GATEWAY_EVENTS["gateway_traffic"], "group": longest, "upstream": longest}
+    traffic = {**_GATEWAY_EVENTS["gateway_traffic"], "group": longest, "client": longest,
+               "upstream": longest}  # fmt: skip
     encode_event("gateway_traffic", AT_MS, traffic)
+    # The workers' OTHER (pairs past a worker's table bound) is a client and an upstream too,
+    # and nothing else outside a label's pattern is.
+    encode_event("gateway_traffic", AT_MS, {**traffic, "client": OTHER, "upstream": OTHER})
+    for name in ("client", "upstream"):
+        for bad in ("(others)", "a b", "g" * (LABEL_MAX_LENGTH + 1)):
+            with pytest.raises(MalformedEvent, match=f"gateway_traffic: bad {name}"):
+                encode_event("gateway_traffic", AT_MS, {**traffic, name: bad})

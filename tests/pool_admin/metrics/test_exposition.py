@@ -12,10 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from activity.ownership_manager import GroupTally, TickReport
 from activity.types import FetchedBatch, FetchedProxy, HealthUpdate, ProxyState
-from gateway_runtime.wire import UpstreamTraffic
+from gateway_runtime.wire import ClientTraffic
 from pool_admin import alerts, fetch_tasks
 from pool_admin.bootstrap import get_pool, get_scheduler
-from pool_admin.config.models import Alert, ProviderAccount, Upstream
+from pool_admin.config.models import Alert, ApiClient, ProviderAccount, Upstream
 from pool_admin.metrics import exposition
 from pool_admin.metrics.gateway_events import record_tick, record_traffic
 from pool_admin.metrics.stream import dropped_key, emit_event, flush_events
@@ -225,8 +225,9 @@ def test_at_most_so_many_upstreams_are_read_per_scrape(monkeypatch):
 
 
 def test_the_gateways_families_per_group_and_upstream():
-    """What ticks did per worker group and what workers carried per group and upstream, from
-    the producers through the consumer: never a worker, proxy or token label."""
+    """What ticks did per worker group, the snapshots workers refused per group and what they
+    carried per group and upstream, from the producers through the consumer: never a client,
+    worker, proxy or token label."""
     account = ProviderAccount.objects.create(name="acme")
     Upstream.objects.create(
         name="acme-a", account=account, kind="preset", preset="webshare_list",
@@ -237,7 +238,12 @@ def test_the_gateways_families_per_group_and_upstream():
                                                                  refused=2)}),
                 timedelta(milliseconds=250))  # fmt: skip
     record_tick(TickReport(groups={"edge": GroupTally()}, cut_short=True), timedelta(0))
-    record_traffic("edge", [UpstreamTraffic("acme-a", 40, 4_000, 80_000, 3)])
+    ApiClient.objects.create(name="shop")
+    record_traffic(
+        "edge",
+        [ClientTraffic("shop", "acme-a", 40, 5, 4_000, 80_000, failed_upstream=3)],
+        refused_snapshots=2,
+    )
     flush_events()
     drain_metrics()
     response = scrape()
@@ -253,14 +259,16 @@ def test_the_gateways_families_per_group_and_upstream():
     assert got["proxypool_gateway_tick_duration_seconds"] == [({}, 2.0), ({}, 0.25)]
     pair = {"group": "edge", "upstream": "acme-a"}
     assert got["proxypool_gateway_requests"] == [(pair, 40.0)]
-    assert got["proxypool_gateway_errors"] == [(pair, 3.0)]
+    assert got["proxypool_gateway_tunnels"] == [(pair, 5.0)]
+    assert got["proxypool_gateway_failures"] == [({**pair, "kind": "upstream"}, 3.0)]
+    assert got["proxypool_gateway_refused_snapshots"] == [(edge, 2.0)]
     assert sorted(got["proxypool_gateway_bytes"], key=lambda s: s[0]["direction"]) == [
         ({**pair, "direction": "down"}, 80_000.0),
         ({**pair, "direction": "up"}, 4_000.0),
     ]
     gateway = [name for name in got if name.startswith("proxypool_gateway_")]
     assert {key for name in gateway for labels, _ in got[name] for key in labels} == {
-        "group", "upstream", "direction"
+        "group", "upstream", "direction", "kind"
     }  # fmt: skip
     text = response.content.decode()
     assert 'proxypool_gateway_bytes_total{direction="up",group="edge",upstream="acme-a"}' in text

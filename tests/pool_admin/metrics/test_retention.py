@@ -132,8 +132,11 @@ def _gateway_events(at: datetime) -> list[Event]:
         Event("gateway_tick", ms, {"duration_ms": 40, "expired": 1, "cut_short": False}),
         Event("gateway_ownership", ms, {"group": "edge", "assigned": 2, "renewed": 3,
                                         "drains_begun": 0, "released": 1, "refused": 0}),
-        Event("gateway_traffic", ms, {"group": "edge", "upstream": "u1", "requests": 5,
-                                      "bytes_up": 100, "bytes_down": 900, "errors": 1}),
+        Event("gateway_traffic", ms, {"group": "edge", "client": "shop", "upstream": "u1",
+                                      "requests": 5, "tunnels": 2, "bytes_up": 100,
+                                      "bytes_down": 900, "failed_connect": 0,
+                                      "failed_timeout": 1, "failed_upstream": 0,
+                                      "failed_closed": 0}),
     ]  # fmt: skip
 
 
@@ -154,7 +157,10 @@ def test_the_gateways_minutes_roll_up_too_the_ticks_table_without_a_dimension():
     activity = GatewayActivity.objects.get(hourly=True)
     assert (activity.worker_group, activity.assigned, activity.renewed) == ("edge", 6, 9)
     traffic = GatewayTraffic.objects.get(hourly=True)
-    assert (traffic.requests, traffic.bytes_up, traffic.bytes_down) == (15, 300, 2_700)
+    assert (traffic.client, traffic.requests, traffic.tunnels, traffic.bytes_up,
+            traffic.bytes_down, traffic.failed_timeout, traffic.errors) == (
+        "shop", 15, 6, 300, 2_700, 3, 3,
+    )  # fmt: skip
     for model in (GatewayTicks, GatewayActivity, GatewayTraffic):
         assert model.objects.filter(hourly=False).count() == 1  # the recent minute
 
