@@ -7,13 +7,27 @@ expired. Never on the request path: connections read only the local store.
 Every call is bounded by ``timeout``; a snapshot's body by the wire's byte bound (decode_snapshot
 checks it before parsing). A refusal the worker cannot act on is raised as ``ControlError`` with
 its problem ``code``, never with a body that might hold a secret.
+
+A report carries the traffic taken from the ``TrafficCounter`` and the snapshots the store
+refused since the previous report. Once taken, they are the *pending* report's until the
+control plane accepts it (a 200, a replay too): the same body is sent again after a failure
+whose outcome is unknown (unreachable, a 5xx), so a copy the control plane took but whose
+answer was lost is answered as a replay, never counted twice nor refused as a conflict. After
+a refusal (a 4xx problem: it changed nothing) the body is built again from the store, the same
+traffic in it. A new session (a new sequence) carries the pending traffic in its first report.
+One case stays ambiguous: a report accepted whose answer was lost, and then the session ended
+before a resend could be answered as a replay; its traffic goes in the new session's first
+report too (counted twice, rather than lost: the control plane keeps no replay across
+sessions).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
+import logging
 import random
 import uuid
 from dataclasses import dataclass
@@ -22,8 +36,17 @@ from typing import Any
 import httpx
 
 from gateway_runtime.snapshot_store import SnapshotStore
-from gateway_runtime.wire import decode_snapshot, encode_ack, encode_report
-from gateway_runtime.wire.limits import MAX_SNAPSHOT_BYTES
+from gateway_runtime.traffic import TrafficCounter
+from gateway_runtime.wire import (
+    ClientTraffic,
+    RuntimeReportBody,
+    decode_snapshot,
+    encode_ack,
+    encode_report,
+)
+from gateway_runtime.wire.limits import MAX_SNAPSHOT_BYTES, MAX_TRAFFIC_ENTRIES
+
+logger = logging.getLogger(__name__)
 
 BASE_PATH = "/api/v1/gateway"
 SESSION_HEADER = "Gateway-Session"
@@ -33,6 +56,10 @@ REOPEN = frozenset({"session_fenced", "session_expired"})
 MAX_ANSWER_BYTES = 64 * 1024
 #: Codes after which the snapshot is fetched again, unconditionally.
 REFETCH = frozenset({"unknown_snapshot", "stale_epoch", "checksum_mismatch", "snapshot_conflict"})
+#: Codes saying the worker's report sequence is not the session's: they do not happen while this
+#: client is the session's only writer, and the worker cannot learn the session's sequence, so
+#: it opens a new session (its pending traffic carried) rather than guess.
+RESEQUENCE = frozenset({"sequence_regression", "sequence_conflict", "sequence_gap"})
 
 
 class ControlError(Exception):
@@ -43,6 +70,18 @@ class ControlError(Exception):
         super().__init__(f"control plane: {code}" + (f" ({status})" if status else ""))
         self.code = code
         self.status = status
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A report's traffic and refused snapshots, taken once, until a report with them is
+    accepted."""
+
+    traffic: tuple[ClientTraffic, ...]
+    refused_snapshots: int
+    #: The body last sent with them: sent again unchanged while its fate is unknown; None to
+    #: build it afresh (nothing sent yet, a refusal that changed nothing, a new session).
+    body: RuntimeReportBody | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +102,7 @@ class ControlClient:
         *,
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        traffic: TrafficCounter | None = None,
     ) -> None:
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/") + BASE_PATH,
@@ -76,6 +116,11 @@ class ControlClient:
         self.intervals = Intervals()
         self._etag: str | None = None
         self._sequence = 0
+        #: The proxy server's counter (None: the reports carry no traffic).
+        self._traffic = traffic
+        self._pending: _Pending | None = None
+        #: The store's refusals already put in a report.
+        self._refusals_taken = 0
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -102,6 +147,8 @@ class ControlClient:
         )
         if new:
             self._etag, self._sequence = None, 0
+            if self._pending is not None:  # its traffic goes in the new session's first report
+                self._pending.body = None
 
     async def refresh_snapshot(self) -> bool:
         """Fetch the snapshot unless unchanged (304: confirmed), verify and install it, then ACK
@@ -117,6 +164,11 @@ class ControlClient:
         snapshot = decode_snapshot(answer.body)  # checks the checksum before anything
         installed = self._store.install(snapshot)
         if not installed.taken:
+            # The next report says so too (refused_snapshots); the message has numbers only.
+            logger.warning(
+                "snapshot version %d refused (%s): the view served stays", snapshot.version,
+                installed.refused,
+            )  # fmt: skip
             self._etag = None  # fetch whole next time: the store kept the older view
             return False
         ack = snapshot.ack()
@@ -126,13 +178,37 @@ class ControlClient:
         return True
 
     async def send_report(self) -> bool:
-        """Send the next report; False when there is none to send yet (no ACK)."""
-        body = self._store.report(self._sequence + 1)
-        if body is None:
-            return False
-        await self._call("POST", "/reports", content=encode_report(body), session=True)
+        """Send the pending report, or the next one; False when there is none to send yet (no
+        ACK). Raises ``ControlError``; the report's traffic stays pending then (module text)."""
+        pending = self._pending
+        if pending is None or pending.body is None:
+            basis = self._store.report(self._sequence + 1)
+            if basis is None:
+                return False  # no ACK yet: nothing taken
+            if pending is None:
+                pending = self._pending = self._take()
+            pending.body = dataclasses.replace(
+                basis, traffic=pending.traffic, refused_snapshots=pending.refused_snapshots
+            )
+        body = pending.body
+        try:
+            await self._call("POST", "/reports", content=encode_report(body), session=True)
+        except ControlError as exc:
+            if 400 <= exc.status < 500 and exc.code != "unexpected_answer":
+                # Refused, so nothing changed: built afresh next time (the snapshot it names
+                # may have moved on), the same traffic in it.
+                pending.body = None
+            raise
+        self._pending = None
         self._sequence = body.report_sequence
         return True
+
+    def _take(self) -> _Pending:
+        traffic = self._traffic.take(MAX_TRAFFIC_ENTRIES) if self._traffic is not None else ()
+        refusals = self._store.refusals
+        pending = _Pending(traffic, refusals - self._refusals_taken)
+        self._refusals_taken = refusals
+        return pending
 
     # ------------------------------------------------------------------ the loop
     async def run(self, stop: asyncio.Event, max_backoff: float = 30.0) -> None:
@@ -155,7 +231,7 @@ class ControlClient:
                         due[name] = now + getattr(self.intervals, name)
                 backoff = 0.0
             except ControlError as exc:
-                if exc.code in REOPEN:
+                if exc.code in REOPEN or exc.code in RESEQUENCE:
                     self.session_id = None
                 elif exc.code in REFETCH:
                     self._etag = None

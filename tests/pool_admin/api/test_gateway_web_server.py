@@ -10,6 +10,9 @@ Two phases, one server. Free running: extractors and the manager at full speed, 
 invariants. Interleaved: while the manager holds the candidates it read, clients extract
 through the server (the two draw from the two ends of one index, so free running they meet
 only by chance at the end); the manager's assigns of proxies extracted since must be refused.
+
+And the worker's control client with its traffic counter, through the same server: a report
+whose answer was lost is sent again unchanged, and its traffic counted once.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
@@ -26,8 +30,11 @@ import pytest
 from activity.ownership_manager import ManagerPolicy, OwnershipManager
 from gateway_runtime.control_client import ControlClient, ControlError
 from gateway_runtime.snapshot_store import SnapshotStore
+from gateway_runtime.traffic import TrafficCounter
 from pool_admin import bootstrap
+from pool_admin.config.models import GatewayTraffic
 from pool_admin.gateway_tasks import configured_groups, gateway_shares
+from tests.harness.metrics import drain_metrics
 from tests.harness.web_server import project_web_server
 from tests.pool_admin.api.simulated_worker import OverHttp, SimulatedWorker
 
@@ -263,3 +270,87 @@ def test_the_workers_control_client_against_the_real_control_plane(
             await client.close()
 
     asyncio.run(scenario())
+
+
+class LosesTheFirstReportsAnswer(httpx.AsyncBaseTransport):
+    """Real HTTP, except that the first report's answer is lost after the control plane took
+    the report: the worker cannot tell whether it was accepted."""
+
+    def __init__(self) -> None:
+        self._real = httpx.AsyncHTTPTransport()
+        self.lost = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._real.handle_async_request(request)
+        if request.url.path.endswith("/reports") and not self.lost:
+            self.lost += 1
+            await response.aclose()
+            raise httpx.ReadError("the answer was lost", request=request)
+        return response
+
+    async def aclose(self) -> None:
+        await self._real.aclose()
+
+
+def test_the_workers_traffic_reaches_the_usage_tables_once_though_an_answer_was_lost(
+    web_server, make_worker, make_client, seed, upstreams, pool_clock, redis_url, settings
+):
+    """The control client's reports carry its TrafficCounter's figures; the first report's
+    answer is lost after the control plane took it, the same body is sent again (a replay)
+    and the traffic is counted once per group, client and upstream."""
+    settings.METRICS_REDIS_URL = redis_url
+    upstreams.us.gateway_share_percent = 100
+    upstreams.us.save()
+    w = make_worker()
+    make_client("shop", gateway_enabled=True)
+    seed(n=2)
+    groups, shares = configured_groups(), gateway_shares()
+    manager = OwnershipManager(bootstrap.get_pool(), pool_clock, ManagerPolicy())
+    transport = LosesTheFirstReportsAnswer()
+
+    async def scenario() -> None:
+        store = SnapshotStore(lambda: datetime.now(UTC))
+        counter = TrafficCounter()
+        base = f"http://127.0.0.1:{web_server}"
+        client = ControlClient(base, w.plaintext, store, transport=transport, traffic=counter)
+        try:
+            await client.open_session()
+            assert manager.tick(groups, shares).groups[w.group.name].assigned == 2
+            assert await client.refresh_snapshot() is True
+            tunnel = counter.record("shop", "acme-us")  # a long tunnel's record
+            tunnel.tunnels += 1
+            tunnel.bytes_up += 1_000
+            counter.record("shop", "acme-us").failed_timeout += 1
+            with pytest.raises(ControlError) as lost:
+                await client.send_report()
+            assert lost.value.code == "unreachable"
+            tunnel.bytes_down += 50_000  # meanwhile: the next report's
+            assert await client.send_report() is True  # the same body again: a replay
+            assert await client.send_report() is True  # sequence 2: the bytes down
+        finally:
+            await client.close()
+
+    asyncio.run(scenario())
+    assert transport.lost == 1
+
+    def counted() -> dict[tuple[str, str, str], list[int]]:
+        rows = GatewayTraffic.objects.values_list(
+            "worker_group", "client", "upstream", "tunnels", "bytes_up", "bytes_down",
+            "failed_timeout", "errors",
+        )  # fmt: skip
+        totals: dict[tuple[str, str, str], list[int]] = {}
+        for group, client, upstream, *figures in rows:
+            sums = totals.setdefault((group, client, upstream), [0] * len(figures))
+            for i, value in enumerate(figures):
+                sums[i] += value
+        return totals
+
+    expected = {(w.group.name, "shop", "acme-us"): [1, 1_000, 50_000, 1, 1]}
+    for _ in range(100):  # the web server's processes send their events every 0.1 s
+        drain_metrics()
+        if counted() == expected:
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)  # and nothing more comes (the replay is not counted again)
+    drain_metrics()
+    assert counted() == expected
