@@ -193,6 +193,16 @@ class SnapshotStore:
     def draining(self) -> frozenset[str]:
         return frozenset(self._draining)
 
+    @property
+    def served(self) -> View | None:
+        """The snapshot installed last, however stale (what the worker's metrics show)."""
+        return self._view
+
+    @property
+    def confirmed_at(self) -> datetime | None:
+        """When the control plane last confirmed the snapshot served."""
+        return self._confirmed_at
+
     def report(self, sequence: int) -> RuntimeReportBody | None:
         """The full sparse report (every proxy with a connection or a reservation, under its
         assignment epoch; the rest count zero) naming the ACKed snapshot; None before any
