@@ -191,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
     )
+    # One line per control-plane call would drown the worker's own lines.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         settings = settings_from(args)
     except ConfigError as exc:

@@ -298,7 +298,30 @@ def child_commands(bind: str) -> list[tuple[str, list[str]]]:
         ("upkeep worker", [*worker, "-n", "upkeep@%h", *upkeep]),
         ("celery beat", [*celery, "beat", "--loglevel", "INFO"]),
         ("metrics consumer", [py, str(REPO_DIR / "manage.py"), "consume_metrics"]),
+        ("gateway worker", gateway_command()),
     ]
+
+
+def gateway_command() -> list[str]:
+    """The local gateway worker (``GATEWAY_BIND``, SOCKS5 on ``GATEWAY_SOCKS_BIND``), made
+    with its group on first run, with a token issued for the run (docs/gateway.md)."""
+    return [
+        sys.executable,
+        str(REPO_DIR / "manage.py"),
+        "gateway_worker",
+        "local-1",
+        "--ensure",
+        "--http-bind",
+        gateway_bind(),
+        "--socks-bind",
+        os.environ.get("GATEWAY_SOCKS_BIND", "127.0.0.1:1080"),
+        "--metrics-bind",
+        os.environ.get("GATEWAY_METRICS_BIND", "127.0.0.1:9899"),
+    ]
+
+
+def gateway_bind() -> str:
+    return os.environ.get("GATEWAY_BIND", "127.0.0.1:8899")
 
 
 def main() -> int:
@@ -345,6 +368,8 @@ def main() -> int:
                 f"    console    {base_url}/admin/console/\n"
                 f"    readiness  {base_url}/readyz\n"
                 f"    API docs   {base_url}/api/docs/\n"
+                f"    gateway    curl -x http://{gateway_bind()} --proxy-user "
+                f'"demo:$DEMO_API_KEY" {base_url}/healthz\n'
                 "  Ctrl-C stops everything."
             )
         elif not stop.requested:

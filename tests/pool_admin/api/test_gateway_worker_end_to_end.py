@@ -1,0 +1,193 @@
+"""The gateway end to end: a real worker process (``python -m gateway_runtime``) gets its
+snapshot from the real control plane (the project's web server, the real ownership manager)
+and carries clients' traffic (curl and httpx) through real upstream proxies (Debian's
+tinyproxy with Basic auth, microsocks with username/password) to a local HTTP and a local
+HTTPS target; its reports count the tunnels it holds, and what it carried reaches the usage
+history. Stopped, it lets a tunnel in flight finish and exits cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import httpx
+import pytest
+
+from activity import FetchedBatch, FetchedProxy, HealthUpdate, PoolOptions, ProxyState, RedisPool
+from activity.credentials import StaticCredentials
+from activity.ownership_manager import ManagerPolicy, OwnershipManager
+from pool_admin import bootstrap
+from pool_admin.config.models import GatewayTraffic
+from pool_admin.gateway_tasks import configured_groups, gateway_shares
+from pool_admin.localservices import free_port
+from tests.gateway.conftest import get_through, open_tunnel
+from tests.harness.gateway_fixtures import (
+    MICROSOCKS_LOGIN,
+    TINYPROXY_LOGIN,
+    microsocks,
+    target,
+    tinyproxy,
+    tls_target,
+)
+from tests.harness.metrics import drain_metrics
+from tests.harness.web_server import project_web_server
+
+__all__ = ["microsocks", "target", "tinyproxy", "tls_target"]
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
+
+#: Short intervals so the test sees reports and snapshots within a second or two.
+FAST = {"GATEWAY_SNAPSHOT_INTERVAL_S": "1", "GATEWAY_REPORT_INTERVAL_S": "1"}
+
+
+@pytest.fixture
+def web_server(redis_url, unique_prefix, tmp_path):
+    with project_web_server(redis_url, unique_prefix, tmp_path, workers=1, env=FAST) as port:
+        yield port
+
+
+def until(check: Callable[[], object], what: str, seconds: float = 20) -> object:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"not within {seconds} s: {what}")
+
+
+def seed_local(redis_url: str, prefix: str, tinyproxy_port: int, microsocks_port: int) -> None:
+    """Three proxies of upstream acme-us: two through the tinyproxy, one through the microsocks,
+    with their logins (the pool keeps a proxy's login with it, resolved when it is upserted)."""
+    logins = StaticCredentials()
+    good = logins.put(*TINYPROXY_LOGIN)
+    socks = logins.put(*MICROSOCKS_LOGIN)
+    now = datetime.now(UTC)
+    proxies = [
+        FetchedProxy(
+            proxy_id=pid,
+            unique_key=f"{pid}@127.0.0.1:{port}",
+            host="127.0.0.1",
+            port=port,
+            protocol=protocol,
+            expires_at=now + timedelta(minutes=30),
+            region="us",
+            carrier=None,
+            secret_ref=ref.ref,
+        )
+        for pid, port, protocol, ref in (
+            ("e2e-t1", tinyproxy_port, "http", good),
+            ("e2e-t2", tinyproxy_port, "http", good),
+            ("e2e-s1", microsocks_port, "socks5", socks),
+        )
+    ]
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    pool = RedisPool(client, PoolOptions(prefix=prefix), credentials=logins)
+    try:
+        pool.upsert_fetched(FetchedBatch("acme-us", proxies, 1000, timedelta(seconds=5), now))
+        pool.apply_health(
+            [HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now, latency_ms=5) for p in proxies]
+        )
+    finally:
+        pool.close()
+        client.close()
+
+
+@pytest.fixture
+def worker_process(web_server, make_worker) -> Iterator[tuple[subprocess.Popen[bytes], dict]]:
+    w = make_worker()
+    ports = {"http": free_port(), "socks": free_port(), "metrics": free_port()}
+    env = {**os.environ, "GATEWAY_TOKEN": w.plaintext}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway_runtime", "--control-url",
+         f"http://127.0.0.1:{web_server}", "--http-bind", f"127.0.0.1:{ports['http']}",
+         "--socks-bind", f"127.0.0.1:{ports['socks']}",
+         "--metrics-bind", f"127.0.0.1:{ports['metrics']}", "--drain-timeout", "5"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        yield proc, {**ports, "worker": w}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_a_worker_serves_from_the_control_planes_snapshot(
+    worker_process, upstreams, make_client, redis_url, unique_prefix, pool_clock,
+    tinyproxy, microsocks, target, tls_target,
+):  # fmt: skip
+    proc, ports = worker_process
+    upstreams.us.gateway_share_percent = 100
+    upstreams.us.save()
+    key = make_client("shop", gateway_enabled=True).plaintext
+    seed_local(redis_url, unique_prefix, tinyproxy.port, microsocks.port)
+    pool = bootstrap.get_pool()
+    until(lambda: pool.worker_revision("edge-1").session, "the worker opened its session")
+    manager = OwnershipManager(pool, pool_clock, ManagerPolicy())
+    tally = manager.tick(configured_groups(), gateway_shares()).groups["edge-us"]
+    assert tally.assigned == 3
+    ready = f"http://127.0.0.1:{ports['metrics']}/ready"
+    until(lambda: httpx.get(ready).status_code == 200, "the worker serves a snapshot")
+    metrics = f"http://127.0.0.1:{ports['metrics']}/metrics"
+    until(
+        lambda: "proxypool_worker_snapshot_proxies 3.0" in httpx.get(metrics).text,
+        "the worker's snapshot holds the three proxies",
+    )
+
+    proxy = f"http://shop:{key}@127.0.0.1:{ports['http']}"
+    with httpx.Client(proxy=proxy) as http:
+        assert [http.get(target.url()).status_code for _ in range(6)] == [200] * 6
+    with httpx.Client(proxy=proxy, verify=tls_target.client_context()) as http:
+        assert http.get(tls_target.url()).json()["method"] == "GET"
+    for via in (["-x", f"http://127.0.0.1:{ports['http']}"],
+                ["--socks5-hostname", f"127.0.0.1:{ports['socks']}"]):  # fmt: skip
+        done = subprocess.run(
+            ["curl", "-sS", "--fail", "--cacert", str(tls_target.cert), *via,
+             "--proxy-user", f"shop-protocol-socks5:{key}", tls_target.url()],
+            capture_output=True, timeout=20, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+
+    # A tunnel held open is counted in the worker's reports; closed, it no longer is.
+    tunnel, head = open_tunnel(ports["http"], target.port, "shop", key)
+    assert head.startswith(b"HTTP/1.1 200")
+
+    def held() -> dict[str, int]:
+        runtime = pool.read_runtime("edge-1")
+        return (
+            {} if runtime is None else {e.proxy_id: e.active for e in runtime.entries if e.active}
+        )
+
+    assert sum(until(held, "the tunnel in a report").values()) >= 1  # kept connections count too
+    assert get_through(tunnel).startswith(b"HTTP/1.1 200")
+
+    # What it carried reaches the usage history (by group, upstream and client).
+    def carried() -> list[GatewayTraffic]:
+        drain_metrics()
+        return list(GatewayTraffic.objects.filter(worker_group="edge-us", upstream="acme-us"))
+
+    rows = until(carried, "the worker's traffic in the usage history")
+    assert sum(r.requests for r in rows) >= 6
+    assert sum(r.tunnels for r in rows) >= 3
+    assert sum(r.bytes_down for r in rows) > 0 and {r.client for r in rows} == {"shop"}
+
+    # SIGTERM: the tunnel in flight may finish; the worker exits cleanly, its counts at zero.
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    assert get_through(tunnel).startswith(b"HTTP/1.1 200")
+    tunnel.close()
+    assert proc.wait(15) == 0
+    output = proc.stdout.read().decode() if proc.stdout else ""
+    assert "Traceback" not in output
+    assert key not in output
+    until(lambda: not held(), "the final report at zero")
