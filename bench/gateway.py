@@ -1,7 +1,7 @@
 """The gateway control plane's costs (issue 24): snapshot builds and 304s, the ownership
 manager's tick at fleet size, and what one worker costs the web tier and Redis per minute.
 
-    .venv/bin/python bench/gateway.py [--part snapshot,tick,control,forward]
+    .venv/bin/python bench/gateway.py [--part snapshot,tick,control,select,forward]
                                      [--database-url postgresql://postgres@127.0.0.1:5432/pool_admin_bench]
 
 * ``snapshot``: one worker holding 1,000 and 10,000 proxies (20 gateway clients): a full build
@@ -15,6 +15,9 @@ manager's tick at fleet size, and what one worker costs the web tier and Redis p
   worker holding 1,000 proxies: CPU of this process and Redis time per heartbeat, 304, full
   snapshot, ACK and report (1,000 entries), then per worker per minute at the default
   intervals, and how many workers one web core and one Redis carry.
+* ``select`` (not run unless asked for): the worker's request path on one core, choose +
+  activate + release with 10,000 proxies in the snapshot (``bench/gateway_select.py``); no
+  Redis, no database.
 
 * ``forward``: the gateway worker's forwarding against direct, squid and pproxy through one
   tinyproxy to a loopback nginx (bench/gateway_forward.py; its own ``--forward-*`` options).
@@ -377,7 +380,7 @@ def _worker_of(token: str) -> str:
 
 
 #: The parts ``--part`` takes, comma-separated; ``forward`` is bench/gateway_forward.py.
-PARTS = ("snapshot", "tick", "control", "forward")
+PARTS = ("snapshot", "tick", "control", "select", "forward")
 
 
 def main() -> int:
@@ -398,6 +401,10 @@ def main() -> int:
         bench_control(args.database_url)
     if "forward" in parts:
         gateway_forward.bench_forward(args)
+    if "select" in parts:
+        from gateway_select import bench_select
+
+        bench_select()
     return 0
 
 
