@@ -4,11 +4,16 @@ the proxies it still drains, and the runtime report built from them (ADR-005 "Wo
 
 The request path reads only this: ``view()`` hands a connection one immutable ``View`` that it
 keeps from start to end, and ``reserve``/``activate``/``release`` move the counters. A new
-snapshot replaces the view in one assignment. A proxy the new snapshot leaves out while
-connections still use it stays, as draining: it takes no new work, its connections go on, and
-it is reported under the assignment epoch it was held at until its counts reach zero. The
-draining registry is bounded: a snapshot that would push it past ``max_draining`` is refused
-(the old view stays, and the refusal is returned to be logged and reported).
+snapshot replaces the view in one assignment. The selector reads the served view's proxies as
+``Hold``s (``holds``: each proxy's counters, its ticket and the moment it stops taking new work,
+made once per snapshot) and reserves with ``take``, so that one reservation costs no look-up, no
+clock read and no allocation: a worker makes hundreds of thousands a second on one core.
+
+A proxy the new snapshot leaves out while connections still use it stays, as draining: it takes
+no new work, its connections go on, and it is reported under the assignment epoch it was held
+at until its counts reach zero. The draining registry is bounded: a snapshot that would push it
+past ``max_draining`` is refused (the old view stays, and the refusal is returned to be logged
+and reported).
 
 Past ``max_staleness`` since the control plane last confirmed the snapshot (a 200 or a 304),
 ``view()`` answers None: the worker fails closed (503 to new traffic) and recovers by itself
@@ -45,17 +50,51 @@ class View:
     proxies: Mapping[str, SnapshotProxy] = field(repr=False)
 
 
-@dataclass(slots=True)
-class _Counts:
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """One connection's hold on a proxy: reserved, then active, then released once."""
+
+    proxy_id: str
+    epoch: int
+
+
+@dataclass(slots=True, eq=False)
+class Hold:
+    """A proxy the worker holds: its entry in the served snapshot and its counters. The same
+    object is kept (and its entry updated) across snapshots while the assignment is the same,
+    so its connections count on; the selector reads it, only the store changes it."""
+
+    proxy_id: str
+    #: Its entry in the newest snapshot that has it.
+    proxy: SnapshotProxy
     #: The assignment epoch the proxy is held under (its report entries name it).
     epoch: int
     maximum: int
+    #: ``min(lease_expires_at, usable_until)``: from then on it takes no new connection.
+    deadline: datetime
+    #: Every reservation's ticket (a value: one made per hold, not per connection).
+    ticket: Ticket
     active: int = 0
     reserved: int = 0
+    #: ``active + reserved``, kept so a choice reads one number.
+    used: int = 0
 
     @property
     def busy(self) -> bool:
-        return self.active > 0 or self.reserved > 0
+        return self.used > 0
+
+    def update(self, proxy: SnapshotProxy) -> None:
+        """The newer snapshot's entry for the same hold (its lease renewed, its maximum)."""
+        self.proxy, self.maximum = proxy, proxy.max_concurrency
+        self.deadline = min(proxy.lease_expires_at, proxy.usable_until)
+
+    @classmethod
+    def of(cls, proxy: SnapshotProxy) -> Hold:
+        deadline = min(proxy.lease_expires_at, proxy.usable_until)
+        ticket = Ticket(proxy.proxy_id, proxy.assignment_epoch)
+        return cls(
+            proxy.proxy_id, proxy, proxy.assignment_epoch, proxy.max_concurrency, deadline, ticket
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,14 +107,6 @@ class Installed:
     refused: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Ticket:
-    """One connection's hold on a proxy: reserved, then active, then released once."""
-
-    proxy_id: str
-    epoch: int
-
-
 class SnapshotStore:
     def __init__(self, clock: Callable[[], datetime], max_draining: int = MAX_DRAINING) -> None:
         self._clock = clock
@@ -83,7 +114,9 @@ class SnapshotStore:
         self._view: View | None = None
         self._confirmed_at: datetime | None = None
         #: Every proxy with counts: the current snapshot's, and the draining ones.
-        self._counts: dict[str, _Counts] = {}
+        self._counts: dict[str, Hold] = {}
+        #: The served snapshot's proxies (``holds``).
+        self._served: Mapping[str, Hold] = MappingProxyType({})
         self._draining: set[str] = set()
         self._acked: SnapshotAck | None = None
         self.refusals = 0
@@ -106,7 +139,7 @@ class SnapshotStore:
                 False,
                 refused=f"more than {self._max_draining} busy proxies would be draining",
             )
-        counts: dict[str, _Counts] = {}
+        counts: dict[str, Hold] = {}
         for pid in draining - kept.keys():
             if self._counts[pid].busy:
                 counts[pid] = self._counts[pid]
@@ -116,12 +149,13 @@ class SnapshotStore:
                 # The same assignment; or (never from the pool, which assigns a proxy again
                 # only once it was released at zero counts) an older one still busy, kept
                 # under its own epoch so its connections are never miscounted.
-                old.maximum = proxy.max_concurrency
+                old.update(proxy)
                 counts[pid] = old
             else:
-                counts[pid] = _Counts(proxy.assignment_epoch, proxy.max_concurrency)
+                counts[pid] = Hold.of(proxy)
         self._counts = counts
         self._draining = {pid for pid in counts if pid not in kept}
+        self._served = MappingProxyType({pid: counts[pid] for pid in kept})
         self._view = View(snapshot, MappingProxyType(kept))
         self._confirmed_at = self._clock()
         return Installed(True, draining=len(self._draining))
@@ -145,29 +179,36 @@ class SnapshotStore:
         return self._view
 
     # ------------------------------------------------------------------ counters
-    def reserve(self, view: View, proxy_id: str) -> Ticket | None:
+    def holds(self, view: View) -> Mapping[str, Hold] | None:
+        """The view's proxies by ID to ``take`` from; None when ``view`` is not the one served
+        (a connection holding an old view starts nothing new on it)."""
+        return self._served if view is self._view else None
+
+    def take(self, hold: Hold, now: datetime) -> Ticket | None:
+        """A slot of ``hold`` (one of the served view's ``holds``) for a new connection: None
+        when its lease or use has ended at ``now``, or it is full."""
+        if hold.used >= hold.maximum or now >= hold.deadline:
+            return None  # past the deadline the proxy may be another's: the worker's own safety
+        hold.used += 1
+        hold.reserved += 1
+        return hold.ticket
+
+    def reserve(self, view: View, proxy_id: str, now: datetime | None = None) -> Ticket | None:
         """A slot of ``proxy_id`` for a new connection: None when the proxy is not in the
-        served snapshot (gone, or draining), its lease or use has ended, or it is full."""
-        proxy = view.proxies.get(proxy_id)
-        counts = self._counts.get(proxy_id)
-        if proxy is None or counts is None or proxy_id in self._draining:
+        served snapshot (gone, or draining), its lease or use has ended, or it is full.
+        ``now``: the caller's clock reading, if it has one (else the store's clock)."""
+        holds = self.holds(view)
+        hold = None if holds is None else holds.get(proxy_id)
+        if hold is None:
             return None
-        if self._view is None or view.snapshot.version != self._view.snapshot.version:
-            return None  # a connection holding an old view starts nothing new on it
-        now = self._clock()
-        if now >= proxy.lease_expires_at or now >= proxy.usable_until:
-            return None  # the worker's own safety: past either, the proxy may be another's
-        if counts.active + counts.reserved >= counts.maximum:
-            return None
-        counts.reserved += 1
-        return Ticket(proxy_id, counts.epoch)
+        return self.take(hold, self._clock() if now is None else now)
 
     def activate(self, ticket: Ticket) -> None:
         """The reserved slot's connection is established."""
         counts = self._counts.get(ticket.proxy_id)
         if counts is not None and counts.epoch == ticket.epoch and counts.reserved > 0:
             counts.reserved -= 1
-            counts.active += 1
+            counts.active += 1  # ``used`` is unchanged
 
     def release(self, ticket: Ticket, active: bool) -> None:
         """The connection ended (``active``: it had been activated). A draining proxy whose
@@ -177,8 +218,10 @@ class SnapshotStore:
             return
         if active and counts.active > 0:
             counts.active -= 1
+            counts.used -= 1
         elif not active and counts.reserved > 0:
             counts.reserved -= 1
+            counts.used -= 1
         if ticket.proxy_id in self._draining and not counts.busy:
             self._draining.discard(ticket.proxy_id)
             del self._counts[ticket.proxy_id]
@@ -186,7 +229,7 @@ class SnapshotStore:
     def load(self, proxy_id: str) -> int:
         """Connections and reservations the proxy has now (0 for one not counted)."""
         counts = self._counts.get(proxy_id)
-        return 0 if counts is None else counts.active + counts.reserved
+        return 0 if counts is None else counts.used
 
     # ------------------------------------------------------------------ reports
     @property

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway_runtime.snapshot_store import SnapshotStore
+from gateway_runtime.snapshot_store import SnapshotStore, Ticket
 from gateway_runtime.wire import ReportEntry, Snapshot, SnapshotAck, SnapshotProxy
 
 T0 = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
@@ -133,3 +133,22 @@ def test_the_same_assignment_keeps_its_counts_across_snapshots(store):
     view = store.view()
     assert store.reserve(view, "a") and store.reserve(view, "a")  # 1 active + 2 of 3
     assert store.reserve(view, "a") is None
+
+
+def test_holds_are_the_served_views_and_take_stops_at_full_or_the_deadline(store, clock):
+    store.install(snapshot(1, proxy("a", maximum=2, lease_s=60), proxy("b"), staleness_s=3600))
+    old = store.view()
+    store.install(snapshot(2, proxy("a", maximum=2, lease_s=60), staleness_s=3600))
+    assert store.holds(old) is None  # nothing new starts on a view no longer served
+    holds = store.holds(store.view())
+    assert set(holds) == {"a"}
+    hold = holds["a"]
+    assert hold.deadline == T0 + 60 * SEC  # the lease ends before the use
+    first = store.take(hold, T0)
+    assert first == Ticket("a", 1) and store.load("a") == 1
+    assert store.take(hold, T0 + 60 * SEC) is None  # past the lease, though it has room
+    assert store.take(hold, T0) is not None and store.take(hold, T0) is None  # full
+    store.activate(first)
+    store.release(first, active=True)
+    assert store.reserve(store.view(), "a", now=T0 + 59 * SEC) == first
+    assert store.reserve(store.view(), "a", now=T0 + 60 * SEC) is None
