@@ -1,6 +1,25 @@
 """Which proxy a gateway client's connection goes through: among the snapshot's proxies that
-the client may use and its username asks for, the least loaded with room (ties at random);
-or, for a sticky session, the proxy the session already has while it lasts.
+the client may use and its username asks for, one with room, spreading the load; or, for a
+sticky session, the proxy the session already has while it lasts.
+
+Spreading the load, the rule: among the matching proxies (``candidates.CandidateIndex``: found
+once per snapshot, not per connection) that have room, are usable and did not fail for this
+request,
+
+* with at most ``SCAN_UP_TO`` of them, the least loaded relative to its ``max_concurrency``,
+  ties at random;
+* with more, the less loaded (relative) of two drawn at random, "the power of two random
+  choices". Scanning every candidate costs O(n) per connection, far too much at 10,000 proxies
+  and hundreds of thousands of connections a second; one random draw is O(1) but lets the
+  busiest proxy drift O(log n / log log n) above the mean; two draws keep it within about
+  log log n of the mean (Azar, Broder, Karlin, Upfal 1994; Mitzenmacher 2001) for two reads
+  more. When both are full or unusable (or the request excludes exits), up to ``DRAWS``
+  more are made, the first with room taken (the less loaded of the first two when both
+  have); when none has room, every candidate is scanned (least loaded, ties at random), so
+  ``NO_CAPACITY`` is answered only after every candidate was looked at: O(n) only when
+  (nearly) all are full.
+
+One clock reading per choice serves every check in it (the store's ``take`` is given it).
 
 A sticky session (``session-<id>`` in the username) keeps its proxy while the proxy is in the
 snapshot and usable, for its lifetime (``sesstime``, else ``default_lifetime``) and while it is
@@ -15,16 +34,25 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from types import MappingProxyType
 
-from gateway_runtime.snapshot_store import SnapshotStore, Ticket, View
+from gateway_runtime.candidates import CandidateIndex, allowed, matches
+from gateway_runtime.snapshot_store import Hold, SnapshotStore, Ticket, View
 from gateway_runtime.username import ClientRequest, FailureMode
 from gateway_runtime.wire import GatewayClient, SnapshotProxy
 
+__all__ = ["Chosen", "Decision", "Refusal", "Selector", "allowed", "matches"]
+
 MAX_SESSIONS = 100_000
+#: Candidates up to which every one is compared (as cheap as drawing, and exact).
+SCAN_UP_TO = 8
+#: Random draws before scanning every candidate (two of them the rule, the rest for full ones).
+DRAWS = 8
+_NOTHING: Mapping[str, Hold] = MappingProxyType({})
 
 
 class Decision(StrEnum):
@@ -60,38 +88,6 @@ class _Session:
     errors: int = 0
 
 
-def _folded(value: str | None) -> str | None:
-    return None if value is None else value.casefold()
-
-
-def allowed(client: GatewayClient, request: ClientRequest) -> bool:
-    """Whether what the username asks for is within the client's restrictions."""
-    regions = {r.casefold() for r in client.allowed_regions}
-    if request.region and regions and request.region.casefold() not in regions:
-        return False
-    upstreams, protocols = client.allowed_upstreams, client.allowed_protocols
-    if request.upstream and upstreams and request.upstream not in upstreams:
-        return False
-    return not (request.protocol and protocols and request.protocol not in protocols)
-
-
-def matches(proxy: SnapshotProxy, client: GatewayClient, request: ClientRequest) -> bool:
-    """Whether the proxy is one the client may use and the request asks for."""
-    regions = {r.casefold() for r in client.allowed_regions}
-    if client.allowed_upstreams and proxy.upstream not in client.allowed_upstreams:
-        return False
-    if regions and _folded(proxy.region) not in regions:
-        return False
-    if client.allowed_protocols and proxy.protocol not in client.allowed_protocols:
-        return False
-    return (
-        (request.region is None or _folded(proxy.region) == request.region.casefold())
-        and (request.protocol is None or proxy.protocol == request.protocol)
-        and (request.carrier is None or _folded(proxy.carrier) == request.carrier.casefold())
-        and (request.upstream is None or proxy.upstream == request.upstream)
-    )
-
-
 class Selector:
     def __init__(
         self,
@@ -108,6 +104,12 @@ class Selector:
         self._max_sessions = max_sessions
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
         self._rng = rng or random.Random()  # noqa: S311 (load spreading, not a secret)
+        # The served view's index and the answers made for it (a Chosen is a value: one per
+        # proxy and decision serves every connection of the view). Replaced with the view.
+        self._holds: Mapping[str, Hold] | None = None
+        self._index = CandidateIndex(_NOTHING)
+        self._plain: dict[Hold, Chosen] = {}
+        self._hits: dict[Hold, Chosen] = {}
 
     def choose(
         self,
@@ -115,38 +117,54 @@ class Selector:
         client: GatewayClient,
         request: ClientRequest,
         exclude: frozenset[str] = frozenset(),
+        now: datetime | None = None,
     ) -> Chosen | Refusal:
         """A proxy for one connection, reserved; ``exclude``: exits that already failed for
-        this request (a retry never goes back to one)."""
-        if not allowed(client, request):
+        this request (a retry never goes back to one); ``now``: the caller's clock reading, if
+        it has one (else the selector's clock)."""
+        holds = self._store.holds(view)
+        index = self._index if holds is self._holds else self._index_of(holds)
+        found = index.candidates(client, request)
+        if found is None:
             return Refusal.FORBIDDEN
-        now = self._clock()
-        key = (client.name, request.session) if request.session else None
-        decision = Decision.NONE if key is None else Decision.NEW
-        if key is not None:
-            session = self._sessions.get(key)
-            if session is not None and self._live(session, now):
-                decision = Decision.MOVED
-                if not self._too_many_errors(session, request):
-                    proxy = view.proxies.get(session.proxy_id)
-                    ticket = None
-                    if proxy is not None and proxy.proxy_id not in exclude:
-                        ticket = self._store.reserve(view, proxy.proxy_id)
-                    if proxy is not None and ticket is not None:
-                        session.last_used = now
-                        self._sessions.move_to_end(key)
-                        return Chosen(proxy, ticket, Decision.HIT)
-                    if request.failure_mode is FailureMode.STRICT:
-                        return Refusal.STICKY_GONE  # gone, full, or failed for this request
-        chosen = self._least_loaded(view, client, request, exclude)
-        if chosen is None:
+        if now is None:
+            now = self._clock()
+        if not request.session:  # the common case, kept short
+            hold = self._pick(found, now, exclude)
+            ticket = None if hold is None else self._store.take(hold, now)
+            if hold is None or ticket is None:
+                return Refusal.NO_CAPACITY
+            chosen = self._plain.get(hold)
+            if chosen is None:
+                chosen = self._plain[hold] = Chosen(hold.proxy, ticket, Decision.NONE)
+            return chosen
+        key = (client.name, request.session)
+        decision = Decision.NEW
+        session = self._sessions.get(key)
+        if session is not None and self._live(session, now):
+            decision = Decision.MOVED
+            if not self._too_many_errors(session, request):
+                hold = index.holds.get(session.proxy_id)
+                ticket = None
+                if hold is not None and hold.proxy_id not in exclude:
+                    ticket = self._store.take(hold, now)
+                if hold is not None and ticket is not None:
+                    session.last_used = now
+                    self._sessions.move_to_end(key)
+                    chosen = self._hits.get(hold)
+                    if chosen is None:
+                        chosen = self._hits[hold] = Chosen(hold.proxy, ticket, Decision.HIT)
+                    return chosen
+                if request.failure_mode is FailureMode.STRICT:
+                    return Refusal.STICKY_GONE  # gone, full, or failed for this request
+        hold = self._pick(found, now, exclude)
+        ticket = None if hold is None else self._store.take(hold, now)
+        if hold is None or ticket is None:
             return Refusal.NO_CAPACITY
-        proxy, ticket = chosen
-        if key is not None:
-            lifetime = request.session_lifetime or self._default_lifetime
-            ends = min(now + lifetime, proxy.usable_until)
-            self._remember(key, _Session(proxy.proxy_id, ends, now))
-        return Chosen(proxy, ticket, decision)
+        lifetime = request.session_lifetime or self._default_lifetime
+        ends = min(now + lifetime, hold.proxy.usable_until)
+        self._remember(key, _Session(hold.proxy_id, ends, now))
+        return Chosen(hold.proxy, ticket, decision)
 
     def failed(self, client: str, session: str | None) -> None:
         """An upstream failure on the session's proxy (``errors-N`` counts them)."""
@@ -166,22 +184,58 @@ class Selector:
     def _too_many_errors(session: _Session, request: ClientRequest) -> bool:
         return request.max_errors is not None and session.errors >= request.max_errors
 
+    def _index_of(self, holds: Mapping[str, Hold] | None) -> CandidateIndex:
+        """A new view's candidate index (``holds``: its, or None for a view no longer served:
+        an empty index, not kept, for nothing new starts on such a view)."""
+        if holds is None:
+            return CandidateIndex(_NOTHING)
+        self._holds, self._index = holds, CandidateIndex(holds)
+        self._plain, self._hits = {}, {}
+        return self._index
+
+    def _pick(self, found: Sequence[Hold], now: datetime, exclude: frozenset[str]) -> Hold | None:
+        """A candidate with room, by the module's rule; None only when none has."""
+        n = len(found)
+        if n <= SCAN_UP_TO:
+            return self._least_loaded(found, now, exclude)
+        rand = self._rng.random
+        if not exclude:  # the common case, unrolled: two draws, the less loaded if it has room
+            a, b = found[int(rand() * n)], found[int(rand() * n)]
+            if a.used * b.maximum > b.used * a.maximum:
+                a, b = b, a
+            if a.used < a.maximum and now < a.deadline:
+                return a
+            if b.used < b.maximum and now < b.deadline:
+                return b
+        best = None
+        for draw in range(DRAWS):
+            hold = found[int(rand() * n)]
+            if (
+                hold.used < hold.maximum
+                and now < hold.deadline
+                and hold.proxy_id not in exclude
+                and (best is None or hold.used * best.maximum < best.used * hold.maximum)
+            ):
+                best = hold
+            if draw and best is not None:
+                return best
+        return self._least_loaded(found, now, exclude)
+
     def _least_loaded(
-        self, view: View, client: GatewayClient, request: ClientRequest, exclude: frozenset[str]
-    ) -> tuple[SnapshotProxy, Ticket] | None:
-        candidates = [
-            p
-            for p in view.proxies.values()
-            if p.proxy_id not in exclude and matches(p, client, request)
-        ]
-        # Least loaded first, ties at random: a few tries, each reserving or moving on.
-        self._rng.shuffle(candidates)
-        candidates.sort(key=lambda p: self._store.load(p.proxy_id) / p.max_concurrency)
-        for proxy in candidates:
-            ticket = self._store.reserve(view, proxy.proxy_id)
-            if ticket is not None:
-                return proxy, ticket
-        return None
+        self, found: Sequence[Hold], now: datetime, exclude: frozenset[str]
+    ) -> Hold | None:
+        """Every candidate looked at: the least loaded with room, ties at random."""
+        best, ties = None, 0
+        for hold in found:
+            if hold.used >= hold.maximum or now >= hold.deadline or hold.proxy_id in exclude:
+                continue
+            if best is None or hold.used * best.maximum < best.used * hold.maximum:
+                best, ties = hold, 1
+            elif hold.used * best.maximum == best.used * hold.maximum:
+                ties += 1
+                if self._rng.random() * ties < 1:  # each of the tied kept with chance 1/ties
+                    best = hold
+        return best
 
     def _remember(self, key: tuple[str, str], session: _Session) -> None:
         self._sessions[key] = session

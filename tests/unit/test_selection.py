@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 
+from gateway_runtime.candidates import CandidateIndex
 from gateway_runtime.selection import Chosen, Decision, Refusal, Selector
 from gateway_runtime.snapshot_store import SnapshotStore
 from gateway_runtime.username import ClientRequest, FailureMode
@@ -23,9 +24,11 @@ def client(**limits) -> GatewayClient:
     return GatewayClient("shop", (VERIFIER,), 100, 100, **limits)
 
 
-def region_proxy(pid, region="us", protocol="http", upstream="u1", maximum=2, carrier=None):
+def region_proxy(
+    pid, region="us", protocol="http", upstream="u1", maximum=2, carrier=None, lease_s=3600
+):
     return replace(
-        proxy(pid, maximum=maximum, lease_s=3600),
+        proxy(pid, maximum=maximum, lease_s=lease_s),
         region=region, protocol=protocol, upstream=upstream, carrier=carrier,
     )  # fmt: skip
 
@@ -161,3 +164,86 @@ def test_a_session_never_outlives_its_proxys_use(world):
     store.release(first.ticket, active=False)
     clock.now = T0 + 600 * SEC  # the proxies' usable_until
     assert selector.choose(view, client(), sticky) is Refusal.NO_CAPACITY
+
+
+# ------------------------------------------------------------------ at scale (the request path)
+def many(count, maximum=10, lease_s=3600):
+    return [region_proxy(f"p{i:05d}", maximum=maximum, lease_s=lease_s) for i in range(count)]
+
+
+def fresh_world(*proxies, seed=7):
+    clock = Clock()
+    store = SnapshotStore(clock)
+    assert store.install(snapshot(1, *proxies, staleness_s=3600)).taken
+    return clock, store, Selector(store, clock, rng=random.Random(seed))
+
+
+def test_load_is_spread_not_piled_on_the_first_with_room():
+    _, store, selector = fresh_world(*many(100, maximum=10))
+    view = store.view()
+    for _ in range(500):
+        chosen(selector.choose(view, client(), ClientRequest("shop")))
+    loads = [store.load(f"p{i:05d}") for i in range(100)]
+    # The first with room would leave 50 proxies full and 50 idle; one random draw lets some
+    # reach 10 and leaves a third far from the mean of 5; the less loaded of two keeps every
+    # proxy within a few of it.
+    assert max(loads) <= 8
+    assert sum(3 <= load <= 7 for load in loads) >= 95
+
+
+def test_the_one_proxy_with_room_among_10000_full_ones_is_found_then_none():
+    _, store, selector = fresh_world(*many(10_000, maximum=1))
+    view = store.view()
+    for pid in view.proxies:
+        if pid != "p04321":
+            assert store.reserve(view, pid)
+    assert chosen(selector.choose(view, client(), ClientRequest("shop"))).proxy.proxy_id == (
+        "p04321"
+    )
+    assert selector.choose(view, client(), ClientRequest("shop")) is Refusal.NO_CAPACITY
+
+
+def test_never_a_proxy_past_its_lease_excluded_or_outside_the_request():
+    clock, store, selector = fresh_world(
+        *many(30, lease_s=60),  # expired by the time of the choices
+        *[replace(p, proxy_id=f"ok{i}") for i, p in enumerate(many(30))],
+        *[replace(p, proxy_id=f"de{i}", region="de") for i, p in enumerate(many(30))],
+    )
+    clock.now = T0 + 60 * SEC
+    view = store.view()
+    excluded = frozenset({"ok0", "ok1", "ok2"})
+    picks = set()
+    for _ in range(200):
+        result = chosen(
+            selector.choose(view, client(), ClientRequest("shop", region="us"), excluded)
+        )
+        store.release(result.ticket, active=False)
+        picks.add(result.proxy.proxy_id)
+    assert picks == {f"ok{i}" for i in range(3, 30)}
+
+
+def test_a_new_snapshot_is_chosen_from_at_once_and_an_old_view_starts_nothing():
+    _, store, selector = fresh_world(*many(20))
+    old = store.view()
+    assert chosen(selector.choose(old, client(), ClientRequest("shop"))).proxy.proxy_id[0] == "p"
+    new_ones = [replace(p, proxy_id=f"n{i}") for i, p in enumerate(many(20))]
+    store.install(snapshot(2, *new_ones, staleness_s=3600))
+    picked = chosen(selector.choose(store.view(), client(), ClientRequest("shop")))
+    assert picked.proxy.proxy_id.startswith("n")
+    assert selector.choose(old, client(), ClientRequest("shop")) is Refusal.NO_CAPACITY
+    only_de = client(allowed_regions=frozenset({"de"}))
+    assert selector.choose(old, only_de, ClientRequest("shop", region="us")) is Refusal.FORBIDDEN
+
+
+def test_a_candidate_list_is_kept_per_key_and_bounded():
+    proxies = many(10) + [replace(p, proxy_id=f"de{i}", region="DE") for i, p in enumerate(many(5))]
+    _, store, _ = fresh_world(*proxies)
+    index = CandidateIndex(store.holds(store.view()), max_keys=2)
+    de = index.candidates(client(), ClientRequest("shop", region="de"))
+    assert sorted(h.proxy_id for h in de) == [f"de{i}" for i in range(5)]
+    assert index.candidates(client(), ClientRequest("shop", region="de")) is de  # kept
+    assert index.candidates(client(), ClientRequest("shop", region="fr")) == ()
+    only_us = client(allowed_regions=frozenset({"US"}), allowed_protocols=frozenset({"http"}))
+    assert len(index.candidates(only_us, ClientRequest("shop"))) == 10
+    assert index.candidates(only_us, ClientRequest("shop", region="de")) is None  # forbidden
+    assert index.candidates(client(), ClientRequest("shop", region="de")) is not de  # dropped
