@@ -5,10 +5,12 @@ testing every proxy of the snapshot on every connection.
 A ``CandidateIndex`` belongs to one view, which never changes, so a list it found stays right
 for the view's life; whether a listed proxy has room or is still usable changes from moment to
 moment and is checked when it is chosen (``SnapshotStore.take``). Lists are kept per key (the
-client's three restrictions and the request's four parameters), at most ``max_keys`` of them,
-the oldest dropped first. A list is built from the smallest of the per-field lists the key
-names (per region, carrier, upstream and protocol, made on first use), so a parameter no proxy
-has costs nothing and a narrow one costs its own size, not the snapshot's.
+client's three restrictions and the request's four parameters, region and carrier case-folded
+as they are matched), at most ``max_keys`` of them and ``max_entries`` proxies in all, the
+oldest dropped first: the memory they take stays bounded whatever usernames a worker is sent.
+A list is built from the smallest of the per-field lists the key names (per region, carrier,
+upstream and protocol, made on first use), so a parameter no proxy has costs nothing and a
+narrow one costs its own size, not the snapshot's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from gateway_runtime.wire import GatewayClient, SnapshotProxy
 #: Lists kept per view: every (restrictions, parameters) a busy worker sees, with room to spare;
 #: bounded so that usernames made up by the thousand cannot grow it.
 MAX_KEYS = 4_096
+#: Proxies in all the lists of a view (8 bytes each: 8 MB), however broad the lists.
+MAX_ENTRIES = 1_000_000
 
 _Key = tuple[
     frozenset[str], frozenset[str], frozenset[str], str | None, str | None, str | None, str | None
@@ -63,9 +67,12 @@ def matches(proxy: SnapshotProxy, client: GatewayClient, request: ClientRequest)
 class CandidateIndex:
     """One view's candidate lists (``holds``: the view's, from ``SnapshotStore.holds``)."""
 
-    def __init__(self, holds: Mapping[str, Hold], max_keys: int = MAX_KEYS) -> None:
+    def __init__(
+        self, holds: Mapping[str, Hold], max_keys: int = MAX_KEYS, max_entries: int = MAX_ENTRIES
+    ) -> None:
         self.holds = holds
-        self._max_keys = max_keys
+        self._max_keys, self._max_entries = max_keys, max_entries
+        self._entries = 0
         #: None: the request asks for something outside the client's restrictions.
         self._lists: dict[_Key, Sequence[Hold] | None] = {}
         self._fields: dict[str, dict[str | None, list[Hold]]] | None = None
@@ -73,18 +80,25 @@ class CandidateIndex:
     def candidates(self, client: GatewayClient, request: ClientRequest) -> Sequence[Hold] | None:
         """The holds the client may use and the request asks for (maybe none); None when the
         request is outside the client's restrictions (forbidden)."""
+        region, carrier = request.region, request.carrier
         key = (
             client.allowed_upstreams, client.allowed_regions, client.allowed_protocols,
-            request.region, request.protocol, request.carrier, request.upstream,
+            None if region is None else region.casefold(), request.protocol,
+            None if carrier is None else carrier.casefold(), request.upstream,
         )  # fmt: skip
         try:
             return self._lists[key]
         except KeyError:
             pass
         found = self._find(client, request) if allowed(client, request) else None
-        if len(self._lists) >= self._max_keys:
-            del self._lists[next(iter(self._lists))]  # the oldest key
+        size = 0 if found is None else len(found)
+        while self._lists and (
+            len(self._lists) >= self._max_keys or self._entries + size > self._max_entries
+        ):
+            oldest = self._lists.pop(next(iter(self._lists)))  # the oldest key
+            self._entries -= 0 if oldest is None else len(oldest)
         self._lists[key] = found
+        self._entries += size
         return found
 
     def _find(self, client: GatewayClient, request: ClientRequest) -> Sequence[Hold]:

@@ -247,3 +247,14 @@ def test_a_candidate_list_is_kept_per_key_and_bounded():
     assert len(index.candidates(only_us, ClientRequest("shop"))) == 10
     assert index.candidates(only_us, ClientRequest("shop", region="de")) is None  # forbidden
     assert index.candidates(client(), ClientRequest("shop", region="de")) is not de  # dropped
+
+
+def test_the_candidate_lists_are_bounded_in_proxies_and_one_per_spelling():
+    _, store, _ = fresh_world(*many(10))
+    index = CandidateIndex(store.holds(store.view()), max_entries=15)
+    us = index.candidates(client(), ClientRequest("shop", region="us"))
+    assert len(us) == 10
+    assert index.candidates(client(), ClientRequest("shop", region="US")) is us  # one key
+    everything = index.candidates(client(), ClientRequest("shop"))  # 20 > 15: us dropped
+    assert len(everything) == 10
+    assert index.candidates(client(), ClientRequest("shop", region="uS")) is not us
