@@ -78,10 +78,16 @@ class Hold:
     reserved: int = 0
     #: ``active + reserved``, kept so a choice reads one number.
     used: int = 0
+    #: Idle upstream connections kept open for the next request (``park``): reported as
+    #: active (the vendor counts the TCP connection) but not in ``used``, so they never keep
+    #: a request from the proxy; a request that takes the proxy past its maximum with them
+    #: reuses or closes one (gateway_runtime/server/kept.py), so a proxy never carries more
+    #: than its maximum.
+    parked: int = 0
 
     @property
     def busy(self) -> bool:
-        return self.used > 0
+        return self.used > 0 or self.parked > 0
 
     def update(self, proxy: SnapshotProxy) -> None:
         """The newer snapshot's entry for the same hold (its lease renewed, its maximum)."""
@@ -222,9 +228,42 @@ class SnapshotStore:
         elif not active and counts.reserved > 0:
             counts.reserved -= 1
             counts.used -= 1
-        if ticket.proxy_id in self._draining and not counts.busy:
-            self._draining.discard(ticket.proxy_id)
-            del self._counts[ticket.proxy_id]
+        self._forget_if_drained(ticket.proxy_id, counts)
+
+    def _forget_if_drained(self, proxy_id: str, counts: Hold) -> None:
+        if proxy_id in self._draining and not counts.busy:
+            self._draining.discard(proxy_id)
+            del self._counts[proxy_id]
+
+    def park(self, ticket: Ticket) -> bool:
+        """The active connection of ``ticket`` is idle, kept open for a later request: its
+        slot is free to choose, its connection still reported. False (nothing changed) when the
+        proxy's hold is not that ticket's any more."""
+        counts = self._counts.get(ticket.proxy_id)
+        if counts is None or counts.epoch != ticket.epoch or counts.active == 0:
+            return False
+        counts.active -= 1
+        counts.used -= 1
+        counts.parked += 1
+        return True
+
+    def unpark(self, ticket: Ticket, reused: bool) -> None:
+        """A parked connection is closed, or (``reused``) taken by a request whose reserved
+        slot it becomes (that slot is activated)."""
+        counts = self._counts.get(ticket.proxy_id)
+        if counts is None or counts.epoch != ticket.epoch or counts.parked == 0:
+            return
+        counts.parked -= 1
+        if reused and counts.reserved > 0:
+            counts.reserved -= 1
+            counts.active += 1
+        self._forget_if_drained(ticket.proxy_id, counts)
+
+    def crowded(self, ticket: Ticket) -> bool:
+        """Whether the proxy's connections, parked ones included, are past its maximum (a new
+        connection must then replace a parked one)."""
+        counts = self._counts.get(ticket.proxy_id)
+        return counts is not None and counts.used + counts.parked > counts.maximum
 
     def load(self, proxy_id: str) -> int:
         """Connections and reservations the proxy has now (0 for one not counted)."""
@@ -247,13 +286,13 @@ class SnapshotStore:
         return self._confirmed_at
 
     def report(self, sequence: int) -> RuntimeReportBody | None:
-        """The full sparse report (every proxy with a connection or a reservation, under its
-        assignment epoch; the rest count zero) naming the ACKed snapshot; None before any
-        ACK (a report must name one)."""
+        """The full sparse report (every proxy with a connection, parked ones included, or a
+        reservation, under its assignment epoch; the rest count zero) naming the ACKed
+        snapshot; None before any ACK (a report must name one)."""
         if self._acked is None:
             return None
         entries = tuple(
-            ReportEntry(pid, c.epoch, c.active, c.reserved)
+            ReportEntry(pid, c.epoch, c.active + c.parked, c.reserved)
             for pid, c in sorted(self._counts.items())
             if c.busy
         )

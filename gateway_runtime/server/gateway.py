@@ -215,9 +215,10 @@ class Gateway:
                 basic = None if hop.socks else hop.basic()
                 login = b"" if basic is None else b"Proxy-Authorization: " + basic + b"\r\n"
                 kept = None if fresh else self.kept.take(key, ticket)
-                if kept is not None:
-                    self.store.release(ticket, active=False)
+                if kept is not None:  # the reserved slot is the kept connection's now
                     return Dialed(kept, proxy, chosen.decision, record, key, login)
+            if self.store.crowded(ticket):
+                self.kept.shed_proxy(proxy.proxy_id)  # a new connection takes a parked one's place
             try:
                 if tunnel or hop.socks:
                     streams = await open_tunnel(hop, host, port, self.limits.connect_timeout)
@@ -243,10 +244,6 @@ class Gateway:
         self, view: View, client: GatewayClient, request: ClientRequest, exclude: frozenset[str]
     ) -> Chosen | Answer:
         chosen = self.selector.choose(view, client, request, exclude)
-        if chosen is Refusal.NO_CAPACITY and len(self.kept):
-            # Kept connections hold slots; give them up before telling a client "no room".
-            self.kept.shed(len(self.kept))
-            chosen = self.selector.choose(view, client, request, exclude)
         if isinstance(chosen, Refusal):
             status, reason, socks = _REFUSALS[chosen]
             retry = (("Retry-After", "1"),) if status == 503 else ()
@@ -259,7 +256,8 @@ class Gateway:
         if reusable and dialed.key is not None:
             self.kept.give(dialed.key, dialed.connection)
         else:
-            self.kept.close(dialed.connection)
+            dialed.connection.writer.close()
+            self.store.release(dialed.connection.ticket, active=True)
 
     def _credential(self, view: View, proxy: SnapshotProxy) -> Credential | None:
         if view is not self._credentials_of:

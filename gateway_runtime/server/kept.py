@@ -1,11 +1,13 @@
 """Upstream connections kept alive between plain-HTTP requests, so a request that rotates to
 another proxy usually finds a connection to it already open.
 
-A kept connection still holds its proxy's slot (its ticket stays active): the vendor counts
-the TCP connection, not the request, so the worker's report counts it too. Kept connections are
-few and brief (``Limits.upstream_idle_timeout``, below the upstreams' own idle limits), at most
-``per_proxy`` for a proxy and ``total`` in all; the most recently used is taken first (the
-rest age out), and ``sweep`` closes the aged ones and those of proxies no longer served.
+A kept connection is parked in the store (``SnapshotStore.park``): the worker's report counts
+it (the vendor counts the TCP connection, not the request), but it keeps no request from its
+proxy. A request that reaches the proxy takes it (``take``), or, when the proxy would be past
+its maximum with it, closes one (``shed_proxy``). Kept connections are few and brief
+(``Limits.upstream_idle_timeout``, below the upstreams' own idle limits), at most ``per_proxy``
+for a proxy and ``total`` in all; the most recently used is taken first (the rest age out), and
+``sweep`` closes the aged ones and those of proxies no longer served.
 """
 
 from __future__ import annotations
@@ -48,46 +50,81 @@ class KeptConnections:
         self._per_proxy, self._total = per_proxy, total
         self._clock = clock
         self._kept: dict[Key, deque[Connection]] = {}
+        #: The keys each proxy has connections under (a SOCKS proxy: one per target).
+        self._keys_of: dict[str, set[Key]] = {}
         self._count = 0
 
     def __len__(self) -> int:
         return self._count
 
     def take(self, key: Key, ticket: Ticket) -> Connection | None:
-        """A kept connection for ``key`` under the same assignment as ``ticket``, or None."""
+        """A kept connection for ``key`` under the same assignment as ``ticket``, or None; the
+        request's reserved slot becomes the connection's (the store's ``unpark``)."""
         kept = self._kept.get(key)
         deadline = self._clock() - self._idle_timeout
         while kept:
             connection = kept.pop()
             self._count -= 1
+            if not kept:
+                self._drop_key(key)
             if (
                 connection.idle_since >= deadline
                 and connection.usable()
                 and connection.ticket.epoch == ticket.epoch
             ):
-                if not kept:
-                    del self._kept[key]
+                self._store.unpark(connection.ticket, reused=True)
                 connection.reused = True
                 return connection
             self.close(connection)
-        self._kept.pop(key, None)
+            kept = self._kept.get(key)
         return None
 
     def give(self, key: Key, connection: Connection) -> None:
-        """Keep ``connection`` (its request done, its answer read whole) for the next request."""
-        kept = self._kept.setdefault(key, deque())
-        if self._count >= self._total or len(kept) >= self._per_proxy or not connection.usable():
-            if not kept:
-                del self._kept[key]
-            self.close(connection)
+        """Keep ``connection`` (its request done, its answer read whole) for the next request;
+        or close it and free its slot."""
+        kept = self._kept.get(key)
+        full = self._count >= self._total or (kept is not None and len(kept) >= self._per_proxy)
+        if full or not connection.usable() or not self._store.park(connection.ticket):
+            connection.writer.close()
+            self._store.release(connection.ticket, active=True)
             return
         connection.idle_since = self._clock()
+        if kept is None:
+            kept = self._kept[key] = deque()
+            self._keys_of.setdefault(_proxy_of(key), set()).add(key)
         kept.append(connection)
         self._count += 1
 
     def close(self, connection: Connection) -> None:
+        """Close a kept (parked) connection."""
         connection.writer.close()
-        self._store.release(connection.ticket, active=True)
+        self._store.unpark(connection.ticket, reused=False)
+
+    def shed_proxy(self, proxy_id: str) -> bool:
+        """Close the oldest kept connection of ``proxy_id`` (a new connection needs its place);
+        False when it has none."""
+        oldest: tuple[float, Key] | None = None
+        for key in self._keys_of.get(proxy_id, ()):
+            kept = self._kept[key]
+            if oldest is None or kept[0].idle_since < oldest[0]:
+                oldest = (kept[0].idle_since, key)
+        if oldest is None:
+            return False
+        kept = self._kept[oldest[1]]
+        self.close(kept.popleft())
+        self._count -= 1
+        if not kept:
+            self._drop_key(oldest[1])
+        return True
+
+    def _drop_key(self, key: Key) -> None:
+        del self._kept[key]
+        proxy_id = _proxy_of(key)
+        keys = self._keys_of.get(proxy_id)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._keys_of[proxy_id]
 
     def sweep(self, served: Container[str] | None = None) -> int:
         """Close the connections idle too long, and those of proxies not in ``served``; the
@@ -95,35 +132,14 @@ class KeptConnections:
         deadline = self._clock() - self._idle_timeout
         closed = 0
         for key in list(self._kept):
-            proxy_id = key if isinstance(key, str) else key[0]
             kept = self._kept[key]
-            gone = served is not None and proxy_id not in served
+            gone = served is not None and _proxy_of(key) not in served
             while kept and (gone or kept[0].idle_since < deadline or not kept[0].usable()):
                 self.close(kept.popleft())
                 self._count -= 1
                 closed += 1
             if not kept:
-                del self._kept[key]
-        return closed
-
-    def shed(self, count: int) -> int:
-        """Close up to ``count`` of the oldest kept connections, freeing their slots (when no
-        proxy has room for a new request); the number closed."""
-        oldest = sorted(
-            ((kept[0].idle_since, key) for key, kept in self._kept.items() if kept),
-            key=lambda pair: pair[0],
-        )
-        closed = 0
-        for _, key in oldest:
-            kept = self._kept[key]
-            while kept and closed < count:
-                self.close(kept.popleft())
-                self._count -= 1
-                closed += 1
-            if not kept:
-                del self._kept[key]
-            if closed >= count:
-                break
+                self._drop_key(key)
         return closed
 
     def close_all(self) -> None:
@@ -131,4 +147,9 @@ class KeptConnections:
             for connection in kept:
                 self.close(connection)
         self._kept.clear()
+        self._keys_of.clear()
         self._count = 0
+
+
+def _proxy_of(key: Key) -> str:
+    return key if isinstance(key, str) else key[0]

@@ -100,3 +100,23 @@ def test_when_a_sessions_proxy_is_gone(worker, tinyproxy, target, mode, status, 
         assert "session's proxy is gone" in answer.text
     else:
         assert answer.headers["x-gateway-session"] == decision
+
+
+def test_a_kept_connection_never_keeps_a_session_from_its_proxy(worker, tinyproxy, target):
+    """Proxies of one connection each: a session's proxy is never 'full' of the worker's own
+    idle kept connection, and the proxy never carries two connections at once."""
+    one_each = (proxy("p1", tinyproxy.port, max_concurrency=1),
+                proxy("p2", tinyproxy.port, max_concurrency=1))  # fmt: skip
+    worker.install(snapshot(1, one_each, LOGIN, CLIENTS))
+    decisions = []
+    for _ in range(4):  # a new client connection each time, as separate curl runs
+        with httpx.Client(proxy=worker.proxy_url("shop-session-one")) as http:
+            decisions.append(http.get(target.url()).headers["x-gateway-session"])
+        counts = worker.call(lambda: [(h.used, h.parked) for h in worker.store._counts.values()])
+        assert all(used + parked <= 1 for used, parked in counts)
+    assert decisions == ["new", "hit", "hit", "hit"]
+    tunnels = [open_tunnel(worker.http_port, target.port, "shop")[0] for _ in range(2)]
+    sock, head = open_tunnel(worker.http_port, target.port, "shop")
+    assert head.startswith(b"HTTP/1.1 503")  # both proxies carry their one connection
+    for one in (*tunnels, sock):
+        one.close()

@@ -152,3 +152,33 @@ def test_holds_are_the_served_views_and_take_stops_at_full_or_the_deadline(store
     store.release(first, active=True)
     assert store.reserve(store.view(), "a", now=T0 + 59 * SEC) == first
     assert store.reserve(store.view(), "a", now=T0 + 60 * SEC) is None
+
+
+def test_a_parked_connection_is_reported_but_keeps_no_request_from_its_proxy(store):
+    store.install(snapshot(1, proxy("a", maximum=1)))
+    store.acknowledged(SnapshotAck(1, 11, "0" * 64))
+    view = store.view()
+    first = store.reserve(view, "a")
+    store.activate(first)
+    assert store.park(first)  # its request done, the connection kept idle
+    assert store.report(1).entries == (ReportEntry("a", 1, 1, 0),)  # the vendor counts it
+    second = store.reserve(view, "a")
+    assert second is not None  # the parked one does not make the proxy full
+    assert store.crowded(second)  # but with it the proxy is past its maximum...
+    store.unpark(second, reused=True)  # ... so the request takes it over
+    assert not store.crowded(second)
+    assert store.report(2).entries == (ReportEntry("a", 1, 1, 0),)
+    assert store.reserve(view, "a") is None
+    store.release(second, active=True)
+    assert store.report(3).entries == ()
+
+
+def test_a_parked_connection_keeps_a_draining_proxy_until_closed(store):
+    store.install(snapshot(1, proxy("a"), proxy("b")))
+    ticket = store.reserve(store.view(), "a")
+    store.activate(ticket)
+    store.park(ticket)
+    assert store.install(snapshot(2, proxy("b"))).draining == 1
+    store.unpark(ticket, reused=False)  # the kept connection closed
+    assert store.draining == frozenset()
+    assert not store.park(ticket)  # nothing of that hold is left to park
