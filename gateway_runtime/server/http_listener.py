@@ -274,10 +274,8 @@ class HttpListener:
                     else b"Connection: close\r\n\r\n",
                 ]
             )
-            connection.writer.write(out_head)
-            answered = True
             gateway.stats.answered(answer.status)
-            transfer = Transfer()
+            transfer = Transfer(out_head)
             try:
                 async with asyncio.timeout(limits.idle_timeout) as clock:
                     if not answer_has_body(head.method, answer.status):
@@ -291,7 +289,9 @@ class HttpListener:
                     else:
                         clock.reschedule(None)  # read to the end, however long (a download)
                         await transfer.until_closed(upstream.reader, connection.writer)
+                transfer.flush(connection.writer)
             finally:
+                answered = transfer.head_sent
                 record.bytes_down += len(answer_data) + transfer.sent
             reusable = framed and answer.keep_alive
             return keep_client

@@ -88,7 +88,7 @@ async def open_tunnel(
     """A byte stream to ``host:port`` through the proxy, ready for the client's bytes."""
     reader, writer = await connect(hop, timeout)
     try:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(timeout):  # the handshake gets a deadline of its own
             if hop.socks:
                 await _socks5(reader, writer, hop, host, port)
             else:
