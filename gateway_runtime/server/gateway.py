@@ -17,6 +17,7 @@ from gateway_runtime.server.admission import Admission
 from gateway_runtime.server.config import Limits
 from gateway_runtime.server.kept import Connection, KeptConnections, Key
 from gateway_runtime.server.logins import LoginRefused, Logins
+from gateway_runtime.server.relay import close_now
 from gateway_runtime.server.upstream import Failure, Hop, UpstreamError, connect, open_tunnel
 from gateway_runtime.snapshot_store import SnapshotStore, View
 from gateway_runtime.traffic import TrafficCounter, TrafficRecord
@@ -192,15 +193,16 @@ class Gateway:
         *,
         tunnel: bool,
         fresh: bool = False,
+        exclude: frozenset[str] = frozenset(),
     ) -> Dialed:
         """An upstream connection to ``host:port`` for the client: a tunnel (``tunnel``, or a
         SOCKS proxy), or a connection to an HTTP proxy for an absolute-URI request, kept
         alive afterwards (``fresh``: never a kept one). Reaching a proxy is tried on up to
-        ``connect_attempts`` proxies."""
-        exclude: set[str] = set()
+        ``connect_attempts`` proxies, never one in ``exclude`` (already failed for it)."""
+        failed: set[str] = set(exclude)
         last: UpstreamError | None = None
         for _ in range(self.limits.connect_attempts):
-            chosen = self._choose(view, client, request, frozenset(exclude))
+            chosen = self._choose(view, client, request, frozenset(failed))
             if isinstance(chosen, Answer):
                 if last is not None and chosen.status == 503:
                     break  # nothing left to try: the client hears the failure, not "no room"
@@ -224,14 +226,17 @@ class Gateway:
                     streams = await open_tunnel(hop, host, port, self.limits.connect_timeout)
                 else:
                     streams = await connect(hop, self.limits.connect_timeout)
-            except UpstreamError as exc:
+            except BaseException as exc:
+                # The slot is freed on every way out, a cancellation (shutdown) included.
                 self.store.release(ticket, active=False)
+                if not isinstance(exc, UpstreamError):
+                    raise
                 self.stats.failed(exc.failure)
                 _count_failure(record, exc.failure)
                 if exc.failure is Failure.TARGET:
                     raise Answer(exc.status, exc.detail, _socks_code(exc)) from None
                 self.selector.failed(client.name, request.session)
-                exclude.add(proxy.proxy_id)
+                failed.add(proxy.proxy_id)
                 last = exc
                 continue
             self.store.activate(ticket)
@@ -256,7 +261,7 @@ class Gateway:
         if reusable and dialed.key is not None:
             self.kept.give(dialed.key, dialed.connection)
         else:
-            dialed.connection.writer.close()
+            close_now(dialed.connection.writer)
             self.store.release(dialed.connection.ticket, active=True)
 
     def _credential(self, view: View, proxy: SnapshotProxy) -> Credential | None:

@@ -25,13 +25,18 @@ from gateway_runtime.server.messages import (
     parse_answer,
     parse_request,
 )
-from gateway_runtime.server.relay import relay
+from gateway_runtime.server.relay import close_now, relay
+from gateway_runtime.server.upstream import Failure
 from gateway_runtime.server.upstream import authority as host_port
 from gateway_runtime.snapshot_store import View
 from gateway_runtime.username import ClientRequest
 from gateway_runtime.wire import GatewayClient
 
 SESSION_HEADER = b"X-Gateway-Session"
+#: Methods a proxy may send again when a kept upstream connection turns out dropped.
+IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"TRACE", b"PUT", b"DELETE"})
+#: Refused logins one client connection may make before it is closed.
+MAX_LOGIN_REFUSALS = 3
 _REASONS = {
     400: b"Bad Request",
     403: b"Forbidden",
@@ -48,12 +53,13 @@ _REASONS = {
 class _Connection:
     """One client connection's state across its requests."""
 
-    __slots__ = ("client", "reader", "writer")
+    __slots__ = ("client", "reader", "refused_logins", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader, self.writer = reader, writer
         #: The client the connection counts against (its first request's), once known.
         self.client: str | None = None
+        self.refused_logins = 0
 
 
 class HttpListener:
@@ -70,11 +76,11 @@ class HttpListener:
         connection = _Connection(reader, writer)
         try:
             await self._requests(connection)
-        except (OSError, asyncio.IncompleteReadError, BadMessage):
+        except (OSError, asyncio.IncompleteReadError, BadMessage, _ClientGone):
             pass  # the client or the upstream broke off mid-message: nothing to answer
         finally:
             self._gateway.closed(connection.client)
-            writer.close()
+            close_now(writer)
 
     async def _requests(self, connection: _Connection) -> None:
         first = True
@@ -109,8 +115,16 @@ class HttpListener:
                     return
             except Answer as answer:
                 # A refusal before the body was read leaves it unread: the connection closes.
-                self._refuse(connection, answer, close=has_body or not head.keep_alive)
-                if has_body or not head.keep_alive:
+                # So does a connection that keeps presenting logins the worker refuses.
+                if answer.status == 407:
+                    connection.refused_logins += 1
+                close = (
+                    has_body
+                    or not head.keep_alive
+                    or connection.refused_logins >= MAX_LOGIN_REFUSALS
+                )
+                self._refuse(connection, answer, close=close)
+                if close:
                     return
             except BadMessage as exc:
                 self._refuse(connection, Answer(400, exc.reason), close=True)
@@ -185,19 +199,27 @@ class HttpListener:
         elif head.content_length:
             async with asyncio.timeout(self._limits.idle_timeout):
                 body = await reader.readexactly(head.content_length)
-        for attempt in range(3):
-            # A streamed body cannot be sent twice, so it never risks a kept connection; nor
-            # does a request sent again because a kept one had been dropped.
-            fresh = body is None or attempt > 0
+        # Only an idempotent request whose body is at hand is ever sent twice (RFC 9110
+        # §9.2.2); any other never risks a kept connection the upstream may have dropped.
+        retryable = body is not None and head.method in IDEMPOTENT
+        refused: set[str] = set()
+        for attempt in range(self._limits.connect_attempts):
             dialed = await gateway.dial(
-                view, client, request, host, port, tunnel=False, fresh=fresh
-            )
+                view, client, request, host, port, tunnel=False,
+                fresh=not retryable or attempt > 0, exclude=frozenset(refused),
+            )  # fmt: skip
             try:
-                return await self._exchange(connection, head, dialed, host, port, origin, body)
+                return await self._exchange(
+                    connection, head, dialed, host, port, origin, body, retryable
+                )
             except _StaleKept:
                 gateway.stats.retried_on_fresh_connection += 1
-                continue
-        raise Answer(502, "the upstream proxy kept closing its connections")
+            except _LoginRefused:
+                gateway.selector.failed(client.name, request.session)
+                if not retryable:
+                    break
+                refused.add(dialed.proxy.proxy_id)  # the next proxy, as a refused CONNECT
+        raise Answer(502, "the upstream proxy refused the worker's login or kept closing")
 
     async def _exchange(
         self,
@@ -208,6 +230,7 @@ class HttpListener:
         port: int,
         origin: bytes,
         body: bytes | None,
+        retryable: bool,
     ) -> bool:
         gateway, limits = self._gateway, self._limits
         upstream = dialed.connection
@@ -234,25 +257,35 @@ class HttpListener:
             upstream.writer.write(first if body is None else first + body)
             record.bytes_up += len(first) + (len(body) if body else 0)
             if body is None:
-                transfer = Transfer()
+                sending = Transfer(idle_s=limits.idle_timeout)
                 try:
-                    async with asyncio.timeout(limits.idle_timeout):
+                    async with asyncio.timeout(limits.idle_timeout) as idle:
+                        sending.idle = idle
                         if head.chunked:
-                            await transfer.chunked(connection.reader, upstream.writer)
+                            await sending.chunked(connection.reader, upstream.writer)
                         else:
-                            await transfer.exactly(
+                            await sending.exactly(
                                 connection.reader, upstream.writer, head.content_length or 0
                             )
+                # What goes wrong reading the client's own body is the client's, not the
+                # upstream's: never counted against it.
+                except asyncio.IncompleteReadError:
+                    raise _ClientGone from None
+                except BadMessage as exc:
+                    raise Answer(400, exc.reason) from None
+                except TimeoutError:
+                    raise Answer(408, "the request body did not move in time") from None
                 finally:
-                    record.bytes_up += transfer.sent
-            answer, answer_data = await self._answer_head(dialed, body is not None)
+                    record.bytes_up += sending.sent
+            answer, answer_data = await self._answer_head(dialed, retryable)
             while 100 <= answer.status < 200 and answer.status != 101:
                 connection.writer.write(answer_data)  # 100 Continue, 103 Early Hints: passed on
                 answer, answer_data = await self._answer_head(dialed, False)
             if answer.status == 407 and isinstance(dialed.key, str):
                 # The HTTP proxy refused the worker's login: not the client's to answer.
                 record.failed_connect += 1
-                raise Answer(502, "the upstream proxy refused the worker's login")
+                gateway.stats.failed(Failure.CONNECT)
+                raise _LoginRefused
             if answer.status == 101:
                 raise Answer(
                     502, "the upstream switched protocols, which this gateway does not carry"
@@ -275,9 +308,10 @@ class HttpListener:
                 ]
             )
             gateway.stats.answered(answer.status)
-            transfer = Transfer(out_head)
+            transfer = Transfer(out_head, limits.idle_timeout)
             try:
-                async with asyncio.timeout(limits.idle_timeout) as clock:
+                async with asyncio.timeout(limits.idle_timeout) as idle:
+                    transfer.idle = idle
                     if not answer_has_body(head.method, answer.status):
                         pass
                     elif answer.chunked:
@@ -286,8 +320,7 @@ class HttpListener:
                         await transfer.exactly(
                             upstream.reader, connection.writer, answer.content_length
                         )
-                    else:
-                        clock.reschedule(None)  # read to the end, however long (a download)
+                    else:  # read to the end, however long, while it keeps moving
                         await transfer.until_closed(upstream.reader, connection.writer)
                 transfer.flush(connection.writer)
             finally:
@@ -327,6 +360,14 @@ class HttpListener:
         except asyncio.LimitOverrunError:
             raise BadMessage("the upstream's answer head is too large") from None
         return parse_answer(data), data
+
+
+class _ClientGone(Exception):
+    """The client broke off in the middle of its request's body: nothing to answer."""
+
+
+class _LoginRefused(Exception):
+    """The upstream HTTP proxy answered the worker's login with 407."""
 
 
 class _StaleKept(OSError):

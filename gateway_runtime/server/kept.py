@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
+from gateway_runtime.server.relay import buffered, close_now
 from gateway_runtime.snapshot_store import SnapshotStore, Ticket
 
 #: A proxy, or for a SOCKS proxy the proxy and the target it is connected to.
@@ -33,7 +34,11 @@ class Connection:
     reused: bool = False
 
     def usable(self) -> bool:
-        return not self.writer.is_closing() and not self.reader.at_eof()
+        """Open both ways, and nothing unread in it: bytes an answer did not account for
+        would be read as the next request's answer."""
+        return (
+            not self.writer.is_closing() and not self.reader.at_eof() and not buffered(self.reader)
+        )
 
 
 class KeptConnections:
@@ -85,7 +90,7 @@ class KeptConnections:
         kept = self._kept.get(key)
         full = self._count >= self._total or (kept is not None and len(kept) >= self._per_proxy)
         if full or not connection.usable() or not self._store.park(connection.ticket):
-            connection.writer.close()
+            close_now(connection.writer)
             self._store.release(connection.ticket, active=True)
             return
         connection.idle_since = self._clock()
@@ -97,7 +102,7 @@ class KeptConnections:
 
     def close(self, connection: Connection) -> None:
         """Close a kept (parked) connection."""
-        connection.writer.close()
+        close_now(connection.writer)
         self._store.unpark(connection.ticket, reused=False)
 
     def shed_proxy(self, proxy_id: str) -> bool:

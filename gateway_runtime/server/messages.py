@@ -30,6 +30,8 @@ HOP_BY_HOP = frozenset(
         b"expect",
     }
 )
+#: Never dropped for being listed in ``Connection`` (``Head.forwarded_headers``).
+FRAMING = frozenset({b"content-length", b"transfer-encoding", b"host"})
 #: A chunk-size line (with any extensions), read at most.
 MAX_CHUNK_LINE = 4 * 1024
 #: Bytes carried per read.
@@ -74,7 +76,11 @@ class Head:
 
     def forwarded_headers(self) -> list[bytes]:
         """The headers to pass on, each as ``Name: value\\r\\n``."""
-        dropped = HOP_BY_HOP | self.connection
+        # A header ``Connection`` names is hop-by-hop too, except the framing and ``Host``:
+        # the worker carries the body by them, so the next hop must read the same framing.
+        # Dropping them because a client listed them would let a body pass as a request of
+        # its own on a shared upstream connection.
+        dropped = HOP_BY_HOP | (self.connection - FRAMING)
         return [
             name + b": " + value + b"\r\n"
             for name, value in self.headers
@@ -168,14 +174,20 @@ class Transfer:
     """Carries one body from ``reader`` to ``writer``; ``sent`` counts what was carried.
 
     ``head``, when given, goes out with the body's first bytes in one write (one send for a
-    small answer instead of two); ``flush`` sends it if the body had none.
+    small answer instead of two); ``flush`` sends it if the body had none. ``idle``: the
+    ``asyncio.timeout`` the copy runs under, moved ``idle_s`` ahead at every chunk carried, so
+    a body may take as long as it keeps moving, and a side that stalls (or a reader that
+    stops reading) is cut off after ``idle_s``.
     """
 
-    __slots__ = ("_head", "sent")
+    __slots__ = ("_head", "_idle_s", "_loop", "idle", "sent")
 
-    def __init__(self, head: bytes = b"") -> None:
+    def __init__(self, head: bytes = b"", idle_s: float = 0.0) -> None:
         self.sent = 0
         self._head = head
+        self.idle: asyncio.Timeout | None = None
+        self._idle_s = idle_s
+        self._loop = asyncio.get_running_loop()
 
     @property
     def head_sent(self) -> bool:
@@ -229,6 +241,8 @@ class Transfer:
             data, self._head = self._head + data, b""
         writer.write(data)
         await writer.drain()
+        if self.idle is not None:
+            self.idle.reschedule(self._loop.time() + self._idle_s)
 
 
 async def _line(reader: asyncio.StreamReader) -> bytes:

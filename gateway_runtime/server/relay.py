@@ -83,7 +83,12 @@ class _Relay:
             return
         self._timer.cancel()
         for side in self._sides:
-            side.transport.close()
+            # Abort what cannot be written out (a peer that stopped reading): the socket must
+            # not outlive the tunnel the worker counts.
+            if side.transport.get_write_buffer_size():
+                side.transport.abort()
+            else:
+                side.transport.close()
         self.done.set_result(None)
 
 
@@ -116,6 +121,21 @@ async def relay(
         await state.done
     finally:
         state.finish()
+
+
+def buffered(reader: asyncio.StreamReader) -> int:
+    """Bytes the stream read that nobody consumed yet (see ``_take_buffered``)."""
+    return len(reader._buffer)  # type: ignore[attr-defined]
+
+
+def close_now(writer: asyncio.StreamWriter) -> None:
+    """Close the connection; at once (abort) when bytes still wait to be written, so a peer
+    that stopped reading cannot keep the socket open after the worker stopped counting it."""
+    transport = writer.transport
+    if transport.get_write_buffer_size():
+        transport.abort()
+    else:
+        transport.close()
 
 
 def _take_buffered(reader: asyncio.StreamReader) -> bytes:

@@ -13,7 +13,7 @@ import asyncio
 import ipaddress
 
 from gateway_runtime.server.gateway import Answer, Gateway
-from gateway_runtime.server.relay import relay
+from gateway_runtime.server.relay import close_now, relay
 
 SOCKS_VERSION = 5
 USERNAME_PASSWORD = 0x02
@@ -88,7 +88,7 @@ class SocksListener:
             pass
         finally:
             self._gateway.closed(admitted)
-            writer.close()
+            close_now(writer)
 
     async def _greeting(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter

@@ -106,6 +106,9 @@ async def open_tunnel(
     except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
         writer.close()
         raise UpstreamError(Failure.CONNECT, "the upstream proxy broke off") from None
+    except BaseException:  # cancelled (shutdown): the connection goes with the request
+        writer.close()
+        raise
     return reader, writer
 
 

@@ -3,7 +3,8 @@ HTTP/1.1 with kept-alive connections, optionally over TLS (self-signed for 127.0
 
 Paths: ``/echo`` answers a JSON body naming what arrived (method, target, headers, body
 length, the connection's number), ``/chunked`` answers in chunks, ``/bytes/<n>`` answers n
-bytes; anything else 404. ``connections`` counts the TCP connections it accepted.
+bytes, ``/trickle/<n>`` n KiB at 10 KiB/s; anything else 404. ``connections`` counts the
+TCP connections it accepted.
 """
 
 from __future__ import annotations
@@ -70,6 +71,13 @@ class HttpTarget(CheckTargetServer):
                         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                         b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
                     )
+                elif "/trickle/" in target:  # n KiB, one every 0.1 s, with a length
+                    chunks = int(target.rsplit("/", 1)[1])
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (chunks * 1024))
+                    for _ in range(chunks):
+                        writer.write(b"t" * 1024)
+                        await writer.drain()
+                        await asyncio.sleep(0.1)
                 elif "/bytes/" in target:
                     size = int(target.rsplit("/", 1)[1])
                     writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size)
