@@ -309,6 +309,10 @@ ARGUMENT_ERRORS = {
     ("create_worker", "edge-9", "--group"): (
         "manage.py create_worker: argument --group: expected one argument"
     ),
+    ("gateway_worker",): "manage.py gateway_worker: the following arguments are required: name",
+    ("gateway_worker", "edge-9", "--http-bind"): (
+        "manage.py gateway_worker: argument --http-bind: expected one argument"
+    ),
     ("worker_token",): "manage.py worker_token: the following arguments are required: ACTION",
     ("worker_token", "frob"): (
         "manage.py worker_token: argument ACTION: invalid choice: 'frob' "
@@ -404,3 +408,30 @@ def test_help_from_a_shell_still_prints_the_usage(from_a_shell):
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout.startswith("usage: manage.py extract ")
     assert "--count COUNT" in done.stdout and "--show-passwords" in done.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+def test_gateway_worker_issues_a_token_per_run_and_hands_it_to_the_worker(upstreams):
+    """``gateway_worker NAME --ensure`` makes the worker and its group, issues a token for the
+    run (revoking the previous run's) and becomes the worker; here the worker refuses its bind
+    address, so it exits 2 at once, naming it, never the token."""
+    database = database_url_of_test_db()
+    unknown = manage("gateway_worker", "edge-9", DATABASE_URL=database)
+    assert unknown.returncode == 1 and "unknown worker 'edge-9'" in unknown.stderr
+    assert not GatewayWorker.objects.exists()
+    for _ in range(2):
+        done = manage(
+            "gateway_worker", "edge-9", "--ensure", "--group", "local",
+            "--http-bind", "nowhere", DATABASE_URL=database,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stderr
+        assert "a bind address is host:port" in done.stderr
+        assert "pw_" not in done.stdout + done.stderr
+    worker = GatewayWorker.objects.get(name="edge-9")
+    assert worker.group.name == "local"
+    assert list(worker.group.allowed_upstreams.order_by("name").values_list("name", flat=True)) == [
+        "acme-eu",
+        "acme-us",
+    ]
+    tokens = WorkerToken.objects.filter(worker=worker)
+    assert tokens.count() == 2 and tokens.active().count() == 1
