@@ -411,13 +411,13 @@ def test_help_from_a_shell_still_prints_the_usage(from_a_shell):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_gateway_worker_issues_a_token_per_run_and_hands_it_to_the_worker(upstreams):
+def test_gateway_worker_issues_a_token_per_run_and_hands_it_to_the_worker(upstreams, run):
     """``gateway_worker NAME --ensure`` makes the worker and its group, issues a token for the
     run (revoking the previous run's) and becomes the worker; here the worker refuses its bind
     address, so it exits 2 at once, naming it, never the token."""
     database = database_url_of_test_db()
-    unknown = manage("gateway_worker", "edge-9", DATABASE_URL=database)
-    assert unknown.returncode == 1 and "unknown worker 'edge-9'" in unknown.stderr
+    code, _, err = run("gateway_worker", "edge-9")
+    assert code == 1 and "unknown worker 'edge-9'" in err
     assert not GatewayWorker.objects.exists()
     for _ in range(2):
         done = manage(
