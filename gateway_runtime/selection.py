@@ -26,8 +26,10 @@ snapshot and usable, for its lifetime (``sesstime``, else ``default_lifetime``) 
 not idle longer than ``idle`` (60 s, as Oxylabs), never past the proxy's ``usable_until``. When
 its proxy is gone, ``flex`` (the default) moves it to another matching proxy and ``strict``
 refuses (the worker answers 502); ``errors-N`` moves it after N consecutive upstream failures
-in either mode. Sessions are kept per client in a bounded table (``max_sessions``, the least
-recently used dropped first).
+in either mode. Sessions are kept in a bounded table (``max_sessions``, the least recently
+used dropped first), and each client holds at most ``max_sessions_per_client`` of them (past
+it, that client's own least recently used is dropped): one client making session names by the
+thousand cannot push every other client's sessions out.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from gateway_runtime.wire import GatewayClient, SnapshotProxy
 __all__ = ["Chosen", "Decision", "Refusal", "Selector", "allowed", "matches"]
 
 MAX_SESSIONS = 100_000
+MAX_SESSIONS_PER_CLIENT = 10_000
 #: Candidates up to which every one is compared (as cheap as drawing, and exact).
 SCAN_UP_TO = 8
 #: Random draws before scanning every candidate (two of them the rule, the rest for full ones).
@@ -97,12 +100,16 @@ class Selector:
         idle: timedelta = timedelta(seconds=60),
         default_lifetime: timedelta = timedelta(minutes=10),
         max_sessions: int = MAX_SESSIONS,
+        max_sessions_per_client: int = MAX_SESSIONS_PER_CLIENT,
         rng: random.Random | None = None,
     ) -> None:
         self._store, self._clock = store, clock
         self._idle, self._default_lifetime = idle, default_lifetime
         self._max_sessions = max_sessions
+        self._max_per_client = max_sessions_per_client
         self._sessions: OrderedDict[tuple[str, str], _Session] = OrderedDict()
+        #: Each client's session IDs, least recently used first (its own bound).
+        self._of_client: dict[str, OrderedDict[str, None]] = {}
         self._rng = rng or random.Random()  # noqa: S311 (load spreading, not a secret)
         # The served view's index and the answers made for it (a Chosen is a value: one per
         # proxy and decision serves every connection of the view). Replaced with the view.
@@ -151,6 +158,7 @@ class Selector:
                 if hold is not None and ticket is not None:
                     session.last_used = now
                     self._sessions.move_to_end(key)
+                    self._of_client[key[0]].move_to_end(key[1])
                     chosen = self._hits.get(hold)
                     if chosen is None:
                         chosen = self._hits[hold] = Chosen(hold.proxy, ticket, Decision.HIT)
@@ -238,7 +246,18 @@ class Selector:
         return best
 
     def _remember(self, key: tuple[str, str], session: _Session) -> None:
+        client, name = key
         self._sessions[key] = session
         self._sessions.move_to_end(key)
+        own = self._of_client.setdefault(client, OrderedDict())
+        own[name] = None
+        own.move_to_end(name)
+        if len(own) > self._max_per_client:
+            oldest, _ = own.popitem(last=False)  # the client's own least recently used
+            del self._sessions[(client, oldest)]
         while len(self._sessions) > self._max_sessions:
-            self._sessions.popitem(last=False)  # the least recently used
+            (evicted, evicted_name), _ = self._sessions.popitem(last=False)
+            theirs = self._of_client[evicted]
+            del theirs[evicted_name]
+            if not theirs:
+                del self._of_client[evicted]

@@ -156,6 +156,26 @@ def test_the_session_table_is_bounded_the_least_recently_used_dropped(world):
     )
 
 
+def test_one_client_making_sessions_by_the_thousand_drops_only_its_own(world):
+    clock, store, _ = world
+    selector = Selector(store, clock, max_sessions=10, max_sessions_per_client=4)
+    view = store.view()
+    other = replace(client(), name="other")
+
+    def decide(owner: GatewayClient, sid: str) -> Decision:
+        result = chosen(selector.choose(view, owner, ClientRequest(owner.name, session=sid)))
+        store.release(result.ticket, active=False)
+        return result.decision
+
+    assert decide(other, "keep") is Decision.NEW
+    for n in range(50):
+        decide(client(), f"s{n}")
+    assert decide(other, "keep") is Decision.HIT  # not pushed out by shop's sessions
+    assert decide(client(), "s49") is Decision.HIT  # shop keeps its newest four
+    assert decide(client(), "s45") is Decision.NEW  # its older ones went
+    assert len(selector._sessions) <= 5
+
+
 def test_a_session_never_outlives_its_proxys_use(world):
     clock, store, selector = world
     view = store.view()
