@@ -238,16 +238,17 @@ class HttpListener:
         reusable = False
         answered = False
         try:
+            target = host_port(host, port).encode()
             if isinstance(dialed.key, str):
                 # An HTTP proxy: the absolute form, with the proxy's own login.
-                line = head.method + b" http://" + host_port(host, port).encode() + origin
+                line = head.method + b" http://" + target + origin
                 login = dialed.login
             else:
                 line, login = head.method + b" " + origin, b""  # a SOCKS tunnel to the target
             out = [
                 line,
                 b" HTTP/1.1\r\n",
-                *head.forwarded_headers(),
+                *head.forwarded_headers(host=target if port != 80 else target[:-3]),
                 login,
                 b"Connection: keep-alive\r\n\r\n",
             ]

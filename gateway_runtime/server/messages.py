@@ -74,18 +74,23 @@ class Head:
     def on_headers_complete(self) -> None:
         self._complete = True
 
-    def forwarded_headers(self) -> list[bytes]:
+    def forwarded_headers(self, host: bytes | None = None) -> list[bytes]:
         """The headers to pass on, each as ``Name: value\\r\\n``."""
         # A header ``Connection`` names is hop-by-hop too, except the framing and ``Host``:
         # the worker carries the body by them, so the next hop must read the same framing.
         # Dropping them because a client listed them would let a body pass as a request of
         # its own on a shared upstream connection.
         dropped = HOP_BY_HOP | (self.connection - FRAMING)
-        return [
+        if host is not None:
+            # A proxy forwards an absolute-form request with the target's own host, whatever
+            # Host the client sent (RFC 9112 §3.2.2).
+            dropped = dropped | {b"host"}
+        kept = [
             name + b": " + value + b"\r\n"
             for name, value in self.headers
             if name.lower() not in dropped
         ]
+        return kept if host is None else [b"Host: " + host + b"\r\n", *kept]
 
 
 def parse_request(data: bytes) -> Head:

@@ -153,3 +153,10 @@ def test_kept_upstream_connections_the_upstream_dropped_cause_no_error(tmp_path,
                 assert worker.call(lambda: len(worker.gateway.kept)) == 1
                 upstream.stop()
                 upstream.start()
+
+
+@pytest.mark.parametrize("username", ["shop-protocol-http", "shop-protocol-socks5"])
+def test_the_target_sees_the_urls_host_not_the_clients_host_header(worker, target, username):
+    with httpx.Client(proxy=worker.proxy_url(username)) as http:
+        seen = http.get(target.url(), headers={"Host": "evil.example"}).json()
+    assert seen["headers"]["host"] == f"127.0.0.1:{target.port}"
