@@ -127,8 +127,9 @@ class Gateway:
         self.stats = Stats()
         #: Shutting down: no new connection is accepted.
         self.closing = False
-        self._credentials_of: View | None = None
+        self._hops_of: View | None = None
         self._credentials: dict[str, Credential] = {}
+        self._hops: dict[str, Hop] = {}
 
     # ------------------------------------------------------------------ connections
     def accept(self) -> bool:
@@ -208,14 +209,13 @@ class Gateway:
                     break  # nothing left to try: the client hears the failure, not "no room"
                 raise chosen
             proxy, ticket = chosen.proxy, chosen.ticket
-            hop = Hop(proxy, self._credential(view, proxy))
+            hop = self._hop(view, proxy)
             record = self.traffic.record(client.name, proxy.upstream)
             key: Key | None = None
             login = b""
             if not tunnel:
                 key = (proxy.proxy_id, host, port) if hop.socks else proxy.proxy_id
-                basic = None if hop.socks else hop.basic()
-                login = b"" if basic is None else b"Proxy-Authorization: " + basic + b"\r\n"
+                login = b"" if hop.socks else hop.authorization
                 kept = None if fresh else self.kept.take(key, ticket)
                 if kept is not None:  # the reserved slot is the kept connection's now
                     return Dialed(kept, proxy, chosen.decision, record, key, login)
@@ -264,13 +264,18 @@ class Gateway:
             close_now(dialed.connection.writer)
             self.store.release(dialed.connection.ticket, active=True)
 
-    def _credential(self, view: View, proxy: SnapshotProxy) -> Credential | None:
-        if view is not self._credentials_of:
-            self._credentials_of = view
+    def _hop(self, view: View, proxy: SnapshotProxy) -> Hop:
+        """The proxy as dialed, made once per served snapshot (at most its proxies)."""
+        if view is not self._hops_of:
+            self._hops_of = view
             self._credentials = {c.ref: c for c in view.snapshot.credentials}
-        if proxy.credential_ref is None:
-            return None
-        return self._credentials.get(proxy.credential_ref)
+            self._hops = {}
+        hop = self._hops.get(proxy.proxy_id)
+        if hop is None:
+            ref = proxy.credential_ref
+            login = None if ref is None else self._credentials.get(ref)
+            hop = self._hops[proxy.proxy_id] = Hop.of(proxy, login)
+        return hop
 
 
 def _login_answer(reason: str) -> Answer:

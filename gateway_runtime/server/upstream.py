@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gateway_runtime.wire import Credential, SnapshotProxy
@@ -45,21 +45,22 @@ class UpstreamError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Hop:
-    """An upstream proxy as the server dials it."""
+    """An upstream proxy as the server dials it: made once per proxy and snapshot
+    (``Hop.of``), so its login header is encoded once, not per request."""
 
     proxy: SnapshotProxy
-    login: Credential | None
+    login: Credential | None = field(repr=False)
+    socks: bool
+    #: ``Proxy-Authorization: Basic ...\r\n`` for this proxy; empty without a login.
+    authorization: bytes = field(repr=False)
 
-    @property
-    def socks(self) -> bool:
-        return self.proxy.protocol.startswith("socks")
-
-    def basic(self) -> bytes | None:
-        """The ``Proxy-Authorization`` value for this proxy, or None without a login."""
-        if self.login is None:
-            return None
-        pair = f"{self.login.username}:{self.login.password}".encode()
-        return b"Basic " + base64.b64encode(pair)
+    @classmethod
+    def of(cls, proxy: SnapshotProxy, login: Credential | None) -> Hop:
+        line = b""
+        if login is not None:
+            pair = f"{login.username}:{login.password}".encode()
+            line = b"Proxy-Authorization: Basic " + base64.b64encode(pair) + b"\r\n"
+        return cls(proxy, login, proxy.protocol.startswith("socks"), line)
 
 
 def authority(host: str, port: int) -> str:
@@ -121,10 +122,7 @@ async def _http_connect(
 ) -> None:
     target = authority(host, port).encode()
     head = [b"CONNECT ", target, b" HTTP/1.1\r\nHost: ", target, b"\r\n"]
-    login = hop.basic()
-    if login is not None:
-        head += [b"Proxy-Authorization: ", login, b"\r\n"]
-    writer.write(b"".join([*head, b"\r\n"]))
+    writer.write(b"".join([*head, hop.authorization, b"\r\n"]))
     answer = await reader.readuntil(b"\r\n\r\n")
     status = status_of(answer)
     if 200 <= status < 300:
