@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import redis
 from django.conf import settings
@@ -16,6 +17,8 @@ from pool_admin.metrics.consumer import Consumer, options_from_settings
 from pool_admin.metrics.events import encode_event, entry_of
 from pool_admin.metrics.phases import Phase
 from pool_admin.metrics.stream import flush_events
+
+T = TypeVar("T")
 
 
 def entry(*events: tuple[str, int, dict[str, object]]) -> dict[str, bytes]:
@@ -69,8 +72,10 @@ def consumer_running(consumer: Consumer) -> Iterator[None]:
         thread.join(30)
 
 
-def wait_until(condition: Callable[[], bool], seconds: float = 10) -> None:
+def wait_until(condition: Callable[[], T], seconds: float = 10, what: str = "the condition") -> T:
+    """``condition()``'s first truthy answer, asked every 50 ms for at most ``seconds``."""
     deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "not reached in time"
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"not reached in {seconds} s: {what}"
         time.sleep(0.05)
+    return found

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -34,7 +34,7 @@ from tests.harness.gateway_fixtures import (
     tinyproxy,
     tls_target,
 )
-from tests.harness.metrics import drain_metrics
+from tests.harness.metrics import drain_metrics, wait_until
 from tests.harness.web_server import project_web_server
 
 __all__ = ["microsocks", "target", "tinyproxy", "tls_target"]
@@ -49,16 +49,6 @@ FAST = {"GATEWAY_SNAPSHOT_INTERVAL_S": "1", "GATEWAY_REPORT_INTERVAL_S": "1"}
 def web_server(redis_url, unique_prefix, tmp_path):
     with project_web_server(redis_url, unique_prefix, tmp_path, workers=1, env=FAST) as port:
         yield port
-
-
-def until(check: Callable[[], object], what: str, seconds: float = 20) -> object:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"not within {seconds} s: {what}")
 
 
 def seed_local(redis_url: str, prefix: str, tinyproxy_port: int, microsocks_port: int) -> None:
@@ -132,15 +122,16 @@ def test_a_worker_serves_from_the_control_planes_snapshot(
     key = make_client("shop", gateway_enabled=True).plaintext
     seed_local(redis_url, unique_prefix, tinyproxy.port, microsocks.port)
     pool = bootstrap.get_pool()
-    until(lambda: pool.worker_revision("edge-1").session, "the worker opened its session")
+    wait_until(lambda: pool.worker_revision("edge-1").session, 20, "the worker opened a session")
     manager = OwnershipManager(pool, pool_clock, ManagerPolicy())
     tally = manager.tick(configured_groups(), gateway_shares()).groups["edge-us"]
     assert tally.assigned == 3
     ready = f"http://127.0.0.1:{ports['metrics']}/ready"
-    until(lambda: httpx.get(ready).status_code == 200, "the worker serves a snapshot")
+    wait_until(lambda: httpx.get(ready).status_code == 200, 20, "the worker serves a snapshot")
     metrics = f"http://127.0.0.1:{ports['metrics']}/metrics"
-    until(
+    wait_until(
         lambda: "proxypool_worker_snapshot_proxies 3.0" in httpx.get(metrics).text,
+        20,
         "the worker's snapshot holds the three proxies",
     )
 
@@ -168,7 +159,9 @@ def test_a_worker_serves_from_the_control_planes_snapshot(
             {} if runtime is None else {e.proxy_id: e.active for e in runtime.entries if e.active}
         )
 
-    assert sum(until(held, "the tunnel in a report").values()) >= 1  # kept connections count too
+    assert (
+        sum(wait_until(held, 20, "the tunnel in a report").values()) >= 1
+    )  # kept connections count too
     assert get_through(tunnel).startswith(b"HTTP/1.1 200")
 
     # What it carried reaches the usage history (by group, upstream and client).
@@ -176,7 +169,7 @@ def test_a_worker_serves_from_the_control_planes_snapshot(
         drain_metrics()
         return list(GatewayTraffic.objects.filter(worker_group="edge-us", upstream="acme-us"))
 
-    rows = until(carried, "the worker's traffic in the usage history")
+    rows = wait_until(carried, 20, "the worker's traffic in the usage history")
     assert sum(r.requests for r in rows) >= 6
     assert sum(r.tunnels for r in rows) >= 3
     assert sum(r.bytes_down for r in rows) > 0 and {r.client for r in rows} == {"shop"}
@@ -190,4 +183,4 @@ def test_a_worker_serves_from_the_control_planes_snapshot(
     output = proc.stdout.read().decode() if proc.stdout else ""
     assert "Traceback" not in output
     assert key not in output
-    until(lambda: not held(), "the final report at zero")
+    wait_until(lambda: not held(), 20, "the final report at zero")
