@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from gateway_runtime.wire import TRAFFIC_COUNTS
 from pool_admin.config.models import (
     ClientDraws,
     ClientUsage,
@@ -114,14 +115,7 @@ class GatewayTrafficAdmin(UsageAdmin):
         "worker_group",
         "client",
         "upstream",
-        "requests",
-        "tunnels",
-        "bytes_up",
-        "bytes_down",
-        "failed_connect",
-        "failed_timeout",
-        "failed_upstream",
-        "failed_closed",
+        *TRAFFIC_COUNTS,
     )
     list_filter = ("worker_group", "upstream", "hourly")
     search_fields = ("worker_group", "client", "upstream")
