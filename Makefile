@@ -3,6 +3,10 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# pytest processes for make test (pytest-xdist); whole files go to one process, so a file's
+# module-scoped servers start once. Tests isolate by unique prefixes, free ports and
+# pytest-django's per-process database. TEST_WORKERS=0 runs in this one process.
+TEST_WORKERS ?= 2
 
 .PHONY: venv run test lint fmt clean
 
@@ -31,7 +35,7 @@ fmt: venv
 test: venv
 	$(PY) -m pool_admin.localservices install --tests
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest; rc=$$?; \
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; elif [ $$rc -ne 0 ]; then exit $$rc; fi
 	git diff --check
 
