@@ -17,7 +17,6 @@ from gateway_runtime.server.admission import Admission
 from gateway_runtime.server.config import Limits
 from gateway_runtime.server.kept import Connection, KeptConnections, Key
 from gateway_runtime.server.logins import LoginRefused, Logins
-from gateway_runtime.server.relay import close_now
 from gateway_runtime.server.upstream import Failure, Hop, UpstreamError, connect, open_tunnel
 from gateway_runtime.snapshot_store import SnapshotStore, View
 from gateway_runtime.traffic import TrafficCounter, TrafficRecord
@@ -223,9 +222,9 @@ class Gateway:
                 self.kept.shed_proxy(proxy.proxy_id)  # a new connection takes a parked one's place
             try:
                 if tunnel or hop.socks:
-                    streams = await open_tunnel(hop, host, port, self.limits.connect_timeout)
+                    conn = await open_tunnel(hop, host, port, self.limits.connect_timeout)
                 else:
-                    streams = await connect(hop, self.limits.connect_timeout)
+                    conn = await connect(hop, self.limits.connect_timeout)
             except BaseException as exc:
                 # The slot is freed on every way out, a cancellation (shutdown) included.
                 self.store.release(ticket, active=False)
@@ -241,7 +240,7 @@ class Gateway:
                 continue
             self.store.activate(ticket)
             self.selector.succeeded(client.name, request.session)
-            return Dialed(Connection(*streams, ticket), proxy, chosen.decision, record, key, login)
+            return Dialed(Connection(conn, ticket), proxy, chosen.decision, record, key, login)
         assert last is not None
         raise Answer(last.status, last.detail, _socks_code(last))
 
@@ -261,7 +260,7 @@ class Gateway:
         if reusable and dialed.key is not None:
             self.kept.give(dialed.key, dialed.connection)
         else:
-            close_now(dialed.connection.writer)
+            dialed.connection.conn.close_now()
             self.store.release(dialed.connection.ticket, active=True)
 
     def _hop(self, view: View, proxy: SnapshotProxy) -> Hop:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 
 from gateway_runtime.selection import Decision
+from gateway_runtime.server.conn import Conn, relay
 from gateway_runtime.server.gateway import Answer, Dialed, Gateway, busy
 from gateway_runtime.server.messages import (
     BadMessage,
@@ -25,7 +26,6 @@ from gateway_runtime.server.messages import (
     parse_answer,
     parse_request,
 )
-from gateway_runtime.server.relay import close_now, relay
 from gateway_runtime.server.upstream import Failure
 from gateway_runtime.server.upstream import authority as host_port
 from gateway_runtime.snapshot_store import View
@@ -53,10 +53,10 @@ _REASONS = {
 class _Connection:
     """One client connection's state across its requests."""
 
-    __slots__ = ("client", "reader", "refused_logins", "writer")
+    __slots__ = ("client", "conn", "refused_logins")
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
         #: The client the connection counts against (its first request's), once known.
         self.client: str | None = None
         self.refused_logins = 0
@@ -67,28 +67,28 @@ class HttpListener:
         self._gateway = gateway
         self._limits = gateway.limits
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve(self, conn: Conn) -> None:
         """One client connection, from accept to close."""
         if not self._gateway.accept():
-            _answer(writer, busy(), close=True)
-            writer.close()
+            _answer(conn, busy(), close=True)
+            conn.close()
             return
-        connection = _Connection(reader, writer)
+        connection = _Connection(conn)
         try:
             await self._requests(connection)
         except (OSError, asyncio.IncompleteReadError, BadMessage, _ClientGone):
             pass  # the client or the upstream broke off mid-message: nothing to answer
         finally:
             self._gateway.closed(connection.client)
-            close_now(writer)
+            conn.close_now()
 
     async def _requests(self, connection: _Connection) -> None:
         first = True
         while not self._gateway.closing:
             timeout = self._limits.header_timeout if first else self._limits.idle_timeout
+            connection.conn.expire_in(timeout)
             try:
-                async with asyncio.timeout(timeout):
-                    data = await connection.reader.readuntil(b"\r\n\r\n")
+                data = await connection.conn.readuntil(b"\r\n\r\n")
             except asyncio.IncompleteReadError:
                 return  # closed between requests (or mid-head: nothing to answer)
             except asyncio.LimitOverrunError:
@@ -132,7 +132,7 @@ class HttpListener:
 
     def _refuse(self, connection: _Connection, answer: Answer, close: bool) -> None:
         self._gateway.stats.answered(answer.status)
-        _answer(connection.writer, answer, close)
+        _answer(connection.conn, answer, close)
 
     # ------------------------------------------------------------------ admission
     def _admit(
@@ -165,15 +165,14 @@ class HttpListener:
         dialed.record.tunnels += 1
         gateway.stats.answered(200)
         try:
-            connection.writer.write(
+            connection.conn.write(
                 b"HTTP/1.1 200 Connection established\r\n"
                 + _session_line(dialed.decision)
                 + b"\r\n"
             )
-            upstream = dialed.connection
             await relay(
-                (connection.reader, connection.writer),
-                (upstream.reader, upstream.writer),
+                connection.conn,
+                dialed.connection.conn,
                 dialed.record,
                 self._limits.tunnel_idle_timeout,
             )
@@ -190,15 +189,15 @@ class HttpListener:
         gateway = self._gateway
         gateway.target_allowed(port)
         view, client, request = self._admit(connection, head)
-        reader, writer = connection.reader, connection.writer
+        conn = connection.conn
         if head.expect_continue and (head.content_length or head.chunked):
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the worker reads the body itself
+            conn.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # the worker reads the body itself
         body: bytes | None = b""
         if head.chunked or (head.content_length or 0) > self._limits.retry_body_bytes:
             body = None  # streamed once, on a new connection
         elif head.content_length:
-            async with asyncio.timeout(self._limits.idle_timeout):
-                body = await reader.readexactly(head.content_length)
+            conn.expire_in(self._limits.idle_timeout)
+            body = await conn.readexactly(head.content_length)
         # Only an idempotent request whose body is at hand is ever sent twice (RFC 9110
         # §9.2.2); any other never risks a kept connection the upstream may have dropped.
         retryable = body is not None and head.method in IDEMPOTENT
@@ -233,7 +232,8 @@ class HttpListener:
         retryable: bool,
     ) -> bool:
         gateway, limits = self._gateway, self._limits
-        upstream = dialed.connection
+        upstream = dialed.connection.conn
+        client = connection.conn
         record = dialed.record
         reusable = False
         answered = False
@@ -255,19 +255,15 @@ class HttpListener:
             first = b"".join(out)
             record.requests += 1
             gateway.stats.requests += 1
-            upstream.writer.write(first if body is None else first + body)
+            upstream.write(first if body is None else first + body)
             record.bytes_up += len(first) + (len(body) if body else 0)
             if body is None:
                 sending = Transfer(idle_s=limits.idle_timeout)
                 try:
-                    async with asyncio.timeout(limits.idle_timeout) as idle:
-                        sending.idle = idle
-                        if head.chunked:
-                            await sending.chunked(connection.reader, upstream.writer)
-                        else:
-                            await sending.exactly(
-                                connection.reader, upstream.writer, head.content_length or 0
-                            )
+                    if head.chunked:
+                        await sending.chunked(client, upstream)
+                    else:
+                        await sending.exactly(client, upstream, head.content_length or 0)
                 # What goes wrong reading the client's own body is the client's, not the
                 # upstream's: never counted against it.
                 except asyncio.IncompleteReadError:
@@ -280,7 +276,7 @@ class HttpListener:
                     record.bytes_up += sending.sent
             answer, answer_data = await self._answer_head(dialed, retryable)
             while 100 <= answer.status < 200 and answer.status != 101:
-                connection.writer.write(answer_data)  # 100 Continue, 103 Early Hints: passed on
+                client.write(answer_data)  # 100 Continue, 103 Early Hints: passed on
                 answer, answer_data = await self._answer_head(dialed, False)
             if answer.status == 407 and isinstance(dialed.key, str):
                 # The HTTP proxy refused the worker's login: not the client's to answer.
@@ -311,19 +307,15 @@ class HttpListener:
             gateway.stats.answered(answer.status)
             transfer = Transfer(out_head, limits.idle_timeout)
             try:
-                async with asyncio.timeout(limits.idle_timeout) as idle:
-                    transfer.idle = idle
-                    if not answer_has_body(head.method, answer.status):
-                        pass
-                    elif answer.chunked:
-                        await transfer.chunked(upstream.reader, connection.writer)
-                    elif answer.content_length is not None:
-                        await transfer.exactly(
-                            upstream.reader, connection.writer, answer.content_length
-                        )
-                    else:  # read to the end, however long, while it keeps moving
-                        await transfer.until_closed(upstream.reader, connection.writer)
-                transfer.flush(connection.writer)
+                if not answer_has_body(head.method, answer.status):
+                    pass
+                elif answer.chunked:
+                    await transfer.chunked(upstream, client)
+                elif answer.content_length is not None:
+                    await transfer.exactly(upstream, client, answer.content_length)
+                else:  # read to the end, however long, while it keeps moving
+                    await transfer.until_closed(upstream, client)
+                transfer.flush(client)
             finally:
                 answered = transfer.head_sent
                 record.bytes_down += len(answer_data) + transfer.sent
@@ -347,9 +339,9 @@ class HttpListener:
 
     async def _answer_head(self, dialed: Dialed, retryable: bool) -> tuple[Head, bytes]:
         upstream = dialed.connection
+        upstream.conn.expire_in(self._limits.first_byte_timeout)
         try:
-            async with asyncio.timeout(self._limits.first_byte_timeout):
-                data = await upstream.reader.readuntil(b"\r\n\r\n")
+            data = await upstream.conn.readuntil(b"\r\n\r\n")
         except asyncio.IncompleteReadError as exc:
             if upstream.reused and retryable and not exc.partial:
                 raise _StaleKept from None  # the upstream had dropped the kept connection
@@ -381,7 +373,7 @@ def _session_line(decision: Decision) -> bytes:
     return SESSION_HEADER + b": " + decision.value.encode() + b"\r\n"
 
 
-def _answer(writer: asyncio.StreamWriter, answer: Answer, close: bool) -> None:
+def _answer(conn: Conn, answer: Answer, close: bool) -> None:
     body = (answer.reason + "\n").encode()
     lines = [
         b"HTTP/1.1 %d %s\r\n" % (answer.status, _REASONS.get(answer.status, b"Error")),
@@ -392,4 +384,4 @@ def _answer(writer: asyncio.StreamWriter, answer: Answer, close: bool) -> None:
         body,
     ]
     with contextlib.suppress(OSError):
-        writer.write(b"".join(lines))
+        conn.write(b"".join(lines))

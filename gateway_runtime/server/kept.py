@@ -12,12 +12,11 @@ for a proxy and ``total`` in all; the most recently used is taken first (the res
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
-from gateway_runtime.server.relay import buffered, close_now
+from gateway_runtime.server.conn import Conn
 from gateway_runtime.snapshot_store import SnapshotStore, Ticket
 
 #: A proxy, or for a SOCKS proxy the proxy and the target it is connected to.
@@ -26,8 +25,7 @@ Key = tuple[str, str, int] | str
 
 @dataclass(slots=True)
 class Connection:
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
+    conn: Conn
     ticket: Ticket
     idle_since: float = 0.0
     #: Whether it served a request before (a failure before any answer byte is then retried).
@@ -36,9 +34,8 @@ class Connection:
     def usable(self) -> bool:
         """Open both ways, and nothing unread in it: bytes an answer did not account for
         would be read as the next request's answer."""
-        return (
-            not self.writer.is_closing() and not self.reader.at_eof() and not buffered(self.reader)
-        )
+        conn = self.conn
+        return not conn.is_closing() and not conn.at_eof() and not conn.buffered()
 
 
 class KeptConnections:
@@ -90,7 +87,7 @@ class KeptConnections:
         kept = self._kept.get(key)
         full = self._count >= self._total or (kept is not None and len(kept) >= self._per_proxy)
         if full or not connection.usable() or not self._store.park(connection.ticket):
-            close_now(connection.writer)
+            connection.conn.close_now()
             self._store.release(connection.ticket, active=True)
             return
         connection.idle_since = self._clock()
@@ -102,7 +99,7 @@ class KeptConnections:
 
     def close(self, connection: Connection) -> None:
         """Close a kept (parked) connection."""
-        close_now(connection.writer)
+        connection.conn.close_now()
         self._store.unpark(connection.ticket, reused=False)
 
     def shed_proxy(self, proxy_id: str) -> bool:

@@ -16,6 +16,8 @@ from typing import Any
 
 import httptools
 
+from gateway_runtime.server.conn import Conn
+
 #: Headers of one hop only (RFC 9110 §7.6.1), plus the proxy login and ``Expect`` (the worker
 #: answers 100-continue itself): never passed on.
 HOP_BY_HOP = frozenset(
@@ -176,88 +178,87 @@ def absolute_target(url: bytes) -> tuple[str, int, bytes]:
 
 
 class Transfer:
-    """Carries one body from ``reader`` to ``writer``; ``sent`` counts what was carried.
+    """Carries one body from ``source`` to ``sink``; ``sent`` counts what was carried.
 
     ``head``, when given, goes out with the body's first bytes in one write (one send for a
-    small answer instead of two); ``flush`` sends it if the body had none. ``idle``: the
-    ``asyncio.timeout`` the copy runs under, moved ``idle_s`` ahead at every chunk carried, so
-    a body may take as long as it keeps moving, and a side that stalls (or a reader that
-    stops reading) is cut off after ``idle_s``.
+    small answer instead of two); ``flush`` sends it if the body had none. Each read, and each
+    wait for the sink to take more, must end within ``idle_s``: a body may take as long as it
+    keeps moving, and a side that stalls (or a reader that stops reading) is cut off after
+    ``idle_s`` (``TimeoutError``).
     """
 
-    __slots__ = ("_head", "_idle_s", "_loop", "idle", "sent")
+    __slots__ = ("_head", "_idle_s", "sent")
 
     def __init__(self, head: bytes = b"", idle_s: float = 0.0) -> None:
         self.sent = 0
         self._head = head
-        self.idle: asyncio.Timeout | None = None
         self._idle_s = idle_s
-        self._loop = asyncio.get_running_loop()
 
     @property
     def head_sent(self) -> bool:
         return not self._head
 
-    def flush(self, writer: asyncio.StreamWriter) -> None:
+    def flush(self, sink: Conn) -> None:
         if self._head:
-            writer.write(self._head)
+            sink.write(self._head)
             self._head = b""
 
-    async def exactly(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, size: int
-    ) -> None:
+    async def exactly(self, source: Conn, sink: Conn, size: int) -> None:
         while size > 0:
-            data = await reader.read(min(size, CHUNK))
+            source.expire_in(self._idle_s)
+            data = await source.read(min(size, CHUNK))
             if not data:
                 raise asyncio.IncompleteReadError(b"", size)
             size -= len(data)
-            await self._write(writer, data)
+            await self._write(sink, data)
 
-    async def chunked(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def chunked(self, source: Conn, sink: Conn) -> None:
         """Chunks passed through as they are, up to the last one and its trailers."""
         while True:
-            line = await _line(reader)
+            line = await self._line(source)
             try:
                 size = int(line.split(b";", 1)[0].strip(), 16)
             except ValueError:
                 raise BadMessage("a malformed chunk size") from None
-            await self._write(writer, line)
+            await self._write(sink, line)
             if size == 0:
                 while True:  # trailers, then the empty line
-                    trailer = await _line(reader)
-                    await self._write(writer, trailer)
+                    trailer = await self._line(source)
+                    await self._write(sink, trailer)
                     if trailer == b"\r\n":
                         return
-            await self.exactly(reader, writer, size)
-            end = await reader.readexactly(2)
+            await self.exactly(source, sink, size)
+            source.expire_in(self._idle_s)
+            end = await source.readexactly(2)
             if end != b"\r\n":
                 raise BadMessage("a chunk without its CRLF")
-            await self._write(writer, end)
+            await self._write(sink, end)
 
-    async def until_closed(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        while data := await reader.read(CHUNK):
-            await self._write(writer, data)
+    async def until_closed(self, source: Conn, sink: Conn) -> None:
+        while True:
+            source.expire_in(self._idle_s)
+            data = await source.read(CHUNK)
+            if not data:
+                return
+            await self._write(sink, data)
 
-    async def _write(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+    async def _write(self, sink: Conn, data: bytes) -> None:
         self.sent += len(data)
         if self._head:
             data, self._head = self._head + data, b""
-        writer.write(data)
-        await writer.drain()
-        if self.idle is not None:
-            self.idle.reschedule(self._loop.time() + self._idle_s)
+        sink.write(data)
+        sink.expire_in(self._idle_s)
+        await sink.drain()
 
-
-async def _line(reader: asyncio.StreamReader) -> bytes:
-    try:
-        line = await reader.readuntil(b"\r\n")
-    except asyncio.LimitOverrunError:
-        raise BadMessage("a chunk line is too long") from None
-    if len(line) > MAX_CHUNK_LINE:
-        raise BadMessage("a chunk line is too long")
-    return line
+    async def _line(self, source: Conn) -> bytes:
+        source.expire_in(self._idle_s)
+        try:
+            line = await source.readuntil(b"\r\n")
+        except asyncio.LimitOverrunError:
+            raise BadMessage("a chunk line is too long") from None
+        if len(line) > MAX_CHUNK_LINE:
+            raise BadMessage("a chunk line is too long")
+        return line
 
 
 def answer_has_body(method: bytes, status: int) -> bool:

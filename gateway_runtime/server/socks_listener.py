@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 
+from gateway_runtime.server.conn import Conn, relay
 from gateway_runtime.server.gateway import Answer, Gateway
-from gateway_runtime.server.relay import close_now, relay
 
 SOCKS_VERSION = 5
 USERNAME_PASSWORD = 0x02
@@ -32,29 +32,29 @@ class SocksListener:
         self._gateway = gateway
         self._limits = gateway.limits
 
-    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve(self, conn: Conn) -> None:
         if not self._gateway.accept():
-            writer.close()
+            conn.close()
             return
         stats = self._gateway.stats
         admitted: str | None = None
         gateway = self._gateway
         try:
             refused: Answer | None = None
+            conn.expire_in(self._limits.socks_handshake_timeout)  # the whole handshake's
             try:
-                async with asyncio.timeout(self._limits.socks_handshake_timeout):
-                    username, password = await self._greeting(reader, writer)
-                    try:
-                        view = gateway.view()
-                        client, request = gateway.login(view, username, password)
-                    except Answer as answer:
-                        if answer.status == 407:
-                            stats.answered(407)
-                            writer.write(b"\x01\x01")  # RFC 1929: the login failed
-                            return
-                        refused = answer  # told in the reply to the request
-                    writer.write(b"\x01\x00")
-                    host, port = await self._request(reader, writer)
+                username, password = await self._greeting(conn)
+                try:
+                    view = gateway.view()
+                    client, request = gateway.login(view, username, password)
+                except Answer as answer:
+                    if answer.status == 407:
+                        stats.answered(407)
+                        conn.write(b"\x01\x01")  # RFC 1929: the login failed
+                        return
+                    refused = answer  # told in the reply to the request
+                conn.write(b"\x01\x00")
+                host, port = await self._request(conn)
             except (_Broken, TimeoutError, asyncio.IncompleteReadError, OSError):
                 return
             try:
@@ -68,19 +68,15 @@ class SocksListener:
                 dialed = await gateway.dial(view, client, request, host, port, tunnel=True)
             except Answer as answer:
                 stats.answered(answer.status)
-                writer.write(_reply(answer.socks))
+                conn.write(_reply(answer.socks))
                 return
             stats.tunnels += 1
             dialed.record.tunnels += 1
             stats.answered(200)
             try:
-                writer.write(_reply(0))
-                upstream = dialed.connection
+                conn.write(_reply(0))
                 await relay(
-                    (reader, writer),
-                    (upstream.reader, upstream.writer),
-                    dialed.record,
-                    self._limits.tunnel_idle_timeout,
+                    conn, dialed.connection.conn, dialed.record, self._limits.tunnel_idle_timeout
                 )
             finally:
                 gateway.finish(dialed, reusable=False)
@@ -88,58 +84,54 @@ class SocksListener:
             pass
         finally:
             self._gateway.closed(admitted)
-            close_now(writer)
+            conn.close_now()
 
-    async def _greeting(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> tuple[str, str]:
-        version, count = await reader.readexactly(2)
+    async def _greeting(self, conn: Conn) -> tuple[str, str]:
+        version, count = await conn.readexactly(2)
         if version != SOCKS_VERSION or count == 0:
             raise _Broken
-        methods = await reader.readexactly(count)
+        methods = await conn.readexactly(count)
         if USERNAME_PASSWORD not in methods:
-            writer.write(bytes([SOCKS_VERSION, NO_ACCEPTABLE_METHOD]))
+            conn.write(bytes([SOCKS_VERSION, NO_ACCEPTABLE_METHOD]))
             raise _Broken
-        writer.write(bytes([SOCKS_VERSION, USERNAME_PASSWORD]))
+        conn.write(bytes([SOCKS_VERSION, USERNAME_PASSWORD]))
         # RFC 1929: VER 1, ULEN, UNAME, PLEN, PASSWD.
-        version, size = await reader.readexactly(2)
+        version, size = await conn.readexactly(2)
         if version != 1 or size == 0:
             raise _Broken
-        username = await reader.readexactly(size)
-        size = (await reader.readexactly(1))[0]
-        password = await reader.readexactly(size)
+        username = await conn.readexactly(size)
+        size = (await conn.readexactly(1))[0]
+        password = await conn.readexactly(size)
         try:
             return username.decode(), password.decode()
         except UnicodeDecodeError:
-            writer.write(b"\x01\x01")
+            conn.write(b"\x01\x01")
             raise _Broken from None
 
-    async def _request(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> tuple[str, int]:
-        version, command, _, kind = await reader.readexactly(4)
+    async def _request(self, conn: Conn) -> tuple[str, int]:
+        version, command, _, kind = await conn.readexactly(4)
         if version != SOCKS_VERSION:
             raise _Broken
         if kind == 1:
-            host = str(ipaddress.IPv4Address(await reader.readexactly(4)))
+            host = str(ipaddress.IPv4Address(await conn.readexactly(4)))
         elif kind == 4:
-            host = str(ipaddress.IPv6Address(await reader.readexactly(16)))
+            host = str(ipaddress.IPv6Address(await conn.readexactly(16)))
         elif kind == 3:
-            size = (await reader.readexactly(1))[0]
-            name = await reader.readexactly(size)
+            size = (await conn.readexactly(1))[0]
+            name = await conn.readexactly(size)
             if not size or not name.isascii() or not all(c > 32 and c != 127 for c in name):
-                writer.write(_reply(ADDRESS_NOT_SUPPORTED))
+                conn.write(_reply(ADDRESS_NOT_SUPPORTED))
                 raise _Broken
             host = name.decode()
         else:
-            writer.write(_reply(ADDRESS_NOT_SUPPORTED))
+            conn.write(_reply(ADDRESS_NOT_SUPPORTED))
             raise _Broken
-        port = int.from_bytes(await reader.readexactly(2), "big")
+        port = int.from_bytes(await conn.readexactly(2), "big")
         if command != _CONNECT:
-            writer.write(_reply(COMMAND_NOT_SUPPORTED))
+            conn.write(_reply(COMMAND_NOT_SUPPORTED))
             raise _Broken
         if port == 0:
-            writer.write(_reply(ADDRESS_NOT_SUPPORTED))
+            conn.write(_reply(ADDRESS_NOT_SUPPORTED))
             raise _Broken
         return host, port
 

@@ -1,6 +1,6 @@
 """Reaching a target through an upstream proxy of the snapshot: HTTP ``CONNECT`` (with the
-proxy's Basic login) or SOCKS5 (RFC 1928, with RFC 1929 username/password), on asyncio
-streams, within one deadline.
+proxy's Basic login) or SOCKS5 (RFC 1928, with RFC 1929 username/password), on the server's
+own connections (``Conn``), within one deadline.
 
 A proxy's protocol is read as the pool's checker reads it (activity/checker/probe.py):
 ``http`` and ``https`` are HTTP proxies, ``socks4`` and ``socks5`` are asked in SOCKS5, so
@@ -20,6 +20,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gateway_runtime.server.conn import Conn
 from gateway_runtime.wire import Credential, SnapshotProxy
 
 #: An upstream's answer head (to CONNECT, or to a request), read at most.
@@ -68,62 +69,56 @@ def authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-async def connect(hop: Hop, timeout: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def connect(hop: Hop, timeout: float) -> Conn:
     """A TCP connection to the proxy itself (the server keeps HTTP ones alive between
     requests)."""
+    loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(timeout):
-            reader, writer = await asyncio.open_connection(
-                hop.proxy.host, hop.proxy.port, limit=MAX_UPSTREAM_HEAD
+            _, conn = await loop.create_connection(
+                lambda: Conn(loop, MAX_UPSTREAM_HEAD), hop.proxy.host, hop.proxy.port
             )
     except TimeoutError:
         raise UpstreamError(Failure.TIMEOUT, "the upstream proxy did not answer", 504) from None
     except OSError:
         raise UpstreamError(Failure.CONNECT, "the upstream proxy could not be reached") from None
-    return reader, writer
+    return conn
 
 
-async def open_tunnel(
-    hop: Hop, host: str, port: int, timeout: float
-) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+async def open_tunnel(hop: Hop, host: str, port: int, timeout: float) -> Conn:
     """A byte stream to ``host:port`` through the proxy, ready for the client's bytes."""
-    reader, writer = await connect(hop, timeout)
+    conn = await connect(hop, timeout)
+    conn.expire_in(timeout)  # the handshake gets a deadline of its own
     try:
-        async with asyncio.timeout(timeout):  # the handshake gets a deadline of its own
-            if hop.socks:
-                await _socks5(reader, writer, hop, host, port)
-            else:
-                await _http_connect(reader, writer, hop, host, port)
+        if hop.socks:
+            await _socks5(conn, hop, host, port)
+        else:
+            await _http_connect(conn, hop, host, port)
     except TimeoutError:
         # The proxy took the connection but not the target in time: the target is slow (or
         # the proxy is), and another proxy would most likely wait as long.
-        writer.close()
+        conn.close_now()
         raise UpstreamError(
             Failure.TARGET, "the upstream proxy did not reach it in time", 504
         ) from None
     except UpstreamError:
-        writer.close()
+        conn.close_now()
         raise
     except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-        writer.close()
+        conn.close_now()
         raise UpstreamError(Failure.CONNECT, "the upstream proxy broke off") from None
     except BaseException:  # cancelled (shutdown): the connection goes with the request
-        writer.close()
+        conn.close_now()
         raise
-    return reader, writer
+    conn.expire_in(None)
+    return conn
 
 
-async def _http_connect(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    hop: Hop,
-    host: str,
-    port: int,
-) -> None:
+async def _http_connect(conn: Conn, hop: Hop, host: str, port: int) -> None:
     target = authority(host, port).encode()
     head = [b"CONNECT ", target, b" HTTP/1.1\r\nHost: ", target, b"\r\n"]
-    writer.write(b"".join([*head, hop.authorization, b"\r\n"]))
-    answer = await reader.readuntil(b"\r\n\r\n")
+    conn.write(b"".join([*head, hop.authorization, b"\r\n"]))
+    answer = await conn.readuntil(b"\r\n\r\n")
     status = status_of(answer)
     if 200 <= status < 300:
         return
@@ -148,28 +143,22 @@ _SOCKS_TIMEOUT = 0x06  # TTL expired: the target did not answer in time
 _SOCKS_REPLIES = {0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08}
 
 
-async def _socks5(
-    reader: asyncio.StreamReader,
-    writer: asyncio.StreamWriter,
-    hop: Hop,
-    host: str,
-    port: int,
-) -> None:
+async def _socks5(conn: Conn, hop: Hop, host: str, port: int) -> None:
     method = 0x02 if hop.login is not None else 0x00
-    writer.write(bytes([5, 1, method]))
-    version, chosen = await reader.readexactly(2)
+    conn.write(bytes([5, 1, method]))
+    version, chosen = await conn.readexactly(2)
     if version != 5 or chosen != method:
         raise UpstreamError(Failure.CONNECT, "the upstream proxy refused the worker's login")
     if hop.login is not None:
         user, password = hop.login.username.encode(), hop.login.password.encode()
         if len(user) > 255 or len(password) > 255:
             raise UpstreamError(Failure.CONNECT, "the upstream login is too long for SOCKS5")
-        writer.write(bytes([1, len(user)]) + user + bytes([len(password)]) + password)
-        _, status = await reader.readexactly(2)
+        conn.write(bytes([1, len(user)]) + user + bytes([len(password)]) + password)
+        _, status = await conn.readexactly(2)
         if status != 0:
             raise UpstreamError(Failure.CONNECT, "the upstream proxy refused the worker's login")
-    writer.write(b"\x05\x01\x00" + socks_address(host) + port.to_bytes(2, "big"))
-    version, reply, _, kind = await reader.readexactly(4)
+    conn.write(b"\x05\x01\x00" + socks_address(host) + port.to_bytes(2, "big"))
+    version, reply, _, kind = await conn.readexactly(4)
     if version != 5 or reply not in _SOCKS_REPLIES | {0}:
         raise ValueError("not a SOCKS5 reply")
     # The bound address that follows is read whole so the tunnel starts at the target's bytes.
@@ -177,8 +166,8 @@ async def _socks5(
     if size is None:
         if kind != 3:
             raise ValueError("not a SOCKS5 address type")
-        size = (await reader.readexactly(1))[0]
-    await reader.readexactly(size + 2)
+        size = (await conn.readexactly(1))[0]
+    await conn.readexactly(size + 2)
     if reply == _SOCKS_TIMEOUT:
         raise UpstreamError(Failure.TARGET, "the upstream proxy timed out reaching it", 504)
     if reply != 0:

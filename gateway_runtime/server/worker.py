@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from gateway_runtime.control_client import ControlClient
 from gateway_runtime.selection import Selector
 from gateway_runtime.server.config import Limits
+from gateway_runtime.server.conn import Serve, listen
 from gateway_runtime.server.gateway import Gateway
 from gateway_runtime.server.http_listener import HttpListener
 from gateway_runtime.server.metrics import MetricsServer
@@ -27,6 +28,8 @@ log = logging.getLogger("gateway_runtime")
 
 #: How often kept upstream connections past their idle time are closed.
 SWEEP_INTERVAL = 1.0
+#: A SOCKS5 client connection's unread bytes, at most (its handshake is a few hundred bytes).
+SOCKS_BUFFER = 2**16
 #: The final report on shutdown gets this long.
 FINAL_REPORT_TIMEOUT = 5.0
 
@@ -89,30 +92,22 @@ class Worker:
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then shut down gracefully."""
         settings, limits = self.settings, self.settings.limits
-        listeners: list[tuple[str, Bind | None, Callable[..., object], int]] = [
-            ("http", settings.http, self._tracked(self._http.serve), limits.max_header_bytes),
-            ("socks", settings.socks, self._tracked(self._socks.serve), 2**16),
-            (
-                "metrics",
-                settings.metrics,
-                MetricsServer(self.gateway, self._control_state).serve,
-                4096,
-            ),
+        listeners: list[tuple[str, Bind | None, Serve, int]] = [
+            ("http", settings.http, self._http.serve, limits.max_header_bytes),
+            ("socks", settings.socks, self._socks.serve, SOCKS_BUFFER),
         ]
         try:
-            for name, bind, handler, limit in listeners:
+            for name, bind, serve, limit in listeners:
                 if bind is None:
                     continue
+                server = await listen(serve, bind.host, bind.port, limit, self._handlers)
+                self._listening(name, bind, server)
+            if settings.metrics is not None:
+                metrics = MetricsServer(self.gateway, self._control_state)
                 server = await asyncio.start_server(
-                    handler,  # type: ignore[arg-type]
-                    bind.host,
-                    bind.port,
-                    limit=limit,
-                    backlog=1024,
+                    metrics.serve, settings.metrics.host, settings.metrics.port, limit=4096
                 )
-                self._servers.append(server)
-                port = server.sockets[0].getsockname()[1]
-                self.bound[name] = Bind(bind.host, port)
+                self._listening("metrics", settings.metrics, server)
             control_stop = asyncio.Event()
             control = asyncio.create_task(self.control.run(control_stop), name="control-plane")
             sweeper = asyncio.create_task(self._sweep(stop), name="kept-connections")
@@ -148,19 +143,10 @@ class Worker:
                 await self.control.send_report()  # the counts at zero, the last traffic
         log.info("gateway worker: stopped")
 
-    def _tracked(
-        self, serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]
-    ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]:
-        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            task = asyncio.current_task()
-            assert task is not None
-            self._handlers.add(task)
-            try:
-                await serve(reader, writer)  # type: ignore[misc]
-            finally:
-                self._handlers.discard(task)
-
-        return handler
+    def _listening(self, name: str, bind: Bind, server: asyncio.Server) -> None:
+        self._servers.append(server)
+        port = server.sockets[0].getsockname()[1]
+        self.bound[name] = Bind(bind.host, port)
 
     async def _sweep(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

@@ -14,9 +14,11 @@ import uvloop
 
 from gateway_runtime.selection import Selector
 from gateway_runtime.server.config import Limits
+from gateway_runtime.server.conn import listen
 from gateway_runtime.server.gateway import Gateway
 from gateway_runtime.server.http_listener import HttpListener
 from gateway_runtime.server.socks_listener import SocksListener
+from gateway_runtime.server.worker import SOCKS_BUFFER
 from gateway_runtime.snapshot_store import SnapshotStore
 from gateway_runtime.traffic import TrafficCounter
 from gateway_runtime.wire import (
@@ -91,11 +93,13 @@ class LocalWorker:
         self.gateway = Gateway(self.store, self.selector, self.traffic, self.limits)
         self.http = HttpListener(self.gateway)
         self.socks = SocksListener(self.gateway)
-        start = asyncio.start_server
+        handlers: set[asyncio.Task[None]] = set()
         http = self.loop.run_until_complete(
-            start(self.http.serve, "127.0.0.1", 0, limit=self.limits.max_header_bytes)
+            listen(self.http.serve, "127.0.0.1", 0, self.limits.max_header_bytes, handlers)
         )
-        socks = self.loop.run_until_complete(start(self.socks.serve, "127.0.0.1", 0))
+        socks = self.loop.run_until_complete(
+            listen(self.socks.serve, "127.0.0.1", 0, SOCKS_BUFFER, handlers)
+        )
         self.http_port = http.sockets[0].getsockname()[1]
         self.socks_port = socks.sockets[0].getsockname()[1]
         self._ready.set()
