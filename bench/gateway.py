@@ -19,8 +19,9 @@ manager's tick at fleet size, and what one worker costs the web tier and Redis p
   activate + release with 10,000 proxies in the snapshot (``bench/gateway_select.py``); no
   Redis, no database.
 
-* ``forward``: the gateway worker's forwarding against direct, squid and pproxy through one
-  tinyproxy to a loopback nginx (bench/gateway_forward.py; its own ``--forward-*`` options).
+* ``forward``: the gateway worker's forwarding against direct, a bare uvloop forwarder
+  (bench/bare_forwarder.py), squid and pproxy through one tinyproxy to a loopback nginx
+  (bench/gateway_forward.py; its own ``--forward-*`` options).
   Not in the default parts: it installs Debian packages and takes about 8 minutes.
 
 A private redis-server for each part; ``control`` uses ``--database-url`` (made and migrated

@@ -4,6 +4,9 @@ Topology, as in ../shared/research/gateways.md §5: load client -> system under 
 tinyproxy with Basic auth (THE upstream) -> a loopback nginx serving a 1 KiB body. Systems:
 
 * ``direct``: the load client straight to tinyproxy (the ceiling of every other row);
+* ``bare``: bench/bare_forwarder.py, a bare uvloop forwarder doing no auth and no selection
+  (Protocol level, one fixed upstream, a new upstream connection per request): the floor a
+  Python forwarder can reach, to judge the worker against in the same run;
 * ``worker``: ``python -m gateway_runtime`` with a snapshot of 10 proxies, all that tinyproxy,
   from bench/gateway_control_standin.py (skipped, saying why, while the worker cannot start);
 * ``squid``: Debian's squid as a child of tinyproxy (``cache_peer ... parent ... login=``,
@@ -73,7 +76,7 @@ LOADS = (("ka", 32), ("ka", 100), ("tunnel", 32))
 #: here one nginx process completed only ~400 handshakes/s alone (OpenSSL 3.0; the client
 #: spent ~1 ms of CPU on each too), so the row measures the target more than the proxies.
 TLS_LOAD = ("tunnel-tls", 32)
-SYSTEMS = ("direct", "worker", "squid", "pproxy")
+SYSTEMS = ("direct", "bare", "worker", "squid", "pproxy")
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -84,7 +87,8 @@ def basic(user: str, password: str) -> str:
 # ---------------------------------------------------------------------------------- processes
 class Service(ForwardProxy):
     """A server started, watched and stopped the way ForwardProxy runs tinyproxy (own session,
-    a log file, ready once its port listens), with any argv: nginx, squid, pproxy, the worker.
+    a log file, ready once its port listens), with any argv: nginx, squid, pproxy, the bare
+    forwarder, the worker.
     ForwardProxy's __init__ is skipped: it checks a proxy login and a Debian binary, which
     these do not all have."""
 
@@ -178,6 +182,17 @@ def squid(directory: Path, upstream: Tinyproxy) -> Service:
     binary = forward_proxy_binary("squid")
     assert binary is not None
     return Service("squid", base, port, [binary, "-N", "-f", str(config)])
+
+
+def bare(directory: Path, upstream: Tinyproxy) -> Service:
+    """bench/bare_forwarder.py on this interpreter (uvloop is a project dependency), chained to
+    tinyproxy with its login; it asks the client for none."""
+    base = directory / "bare"
+    base.mkdir()
+    port = free_port()
+    argv = [sys.executable, str(ROOT / "bench" / "bare_forwarder.py"), str(port), "127.0.0.1"]
+    argv += [str(upstream.port), upstream.username, upstream.password]
+    return Service("bare_forwarder", base, port, argv)
 
 
 def pproxy(directory: Path, upstream: Tinyproxy) -> Service:
@@ -392,6 +407,9 @@ def _run(
         if name == "direct":
             auth = basic(UP_USER, UP_PASSWORD)
             systems.append(System(name, upstream.port, auth, upstream.pid))
+        elif name == "bare":  # it ignores the client's Proxy-Authorization
+            service = _start(bare(directory, upstream), started)
+            systems.append(System(name, service.port, bench_auth, service.pid))
         elif name == "squid":
             service = _start(squid(directory, upstream), started)
             systems.append(System(name, service.port, bench_auth, service.pid))
@@ -479,6 +497,7 @@ def _table(systems: list[System], rounds: int, tunnels: list[tuple[str, int]]) -
         "- pproxy's keep-alive rows are not comparable: it opens one upstream tunnel per client "
         "connection and sends every request of that connection through it (one exit per "
         "connection, and tinyproxy only relays bytes).\n"
-        "- squid asks no client login; the others do (direct: tinyproxy's Basic auth; worker and "
-        "pproxy: the bench client's)."
+        "- bare (a uvloop forwarder doing no auth and no selection, a new tinyproxy connection "
+        "per request) and squid ask no client login; the others do (direct: tinyproxy's Basic "
+        "auth; worker and pproxy: the bench client's)."
     )
