@@ -218,17 +218,22 @@ def pproxy(directory: Path, upstream: Tinyproxy) -> Service:
     return Service("pproxy", base, port, argv)
 
 
-def worker(directory: Path, control_url: str) -> tuple[Service | None, str]:
+def worker(
+    directory: Path, control_url: str, tree: Path | None = None
+) -> tuple[Service | None, str]:
     """The gateway worker on its control stand-in, once it answers /ready; (None, why) when it
-    cannot run here (not built yet, or it failed to become ready)."""
-    if importlib.util.find_spec("gateway_runtime.__main__") is None:
+    cannot run here (not built yet, or it failed to become ready). ``tree``: run the worker of
+    that checkout instead (its directory first on PYTHONPATH, ahead of the editable install)."""
+    if tree is None and importlib.util.find_spec("gateway_runtime.__main__") is None:
         return None, "gateway_runtime has no __main__ yet (the worker is not on this branch)"
-    base = directory / "worker"
+    base = directory / ("worker" if tree is None else "worker-before")
     base.mkdir()
     token_file = base / "token"
     write_private(token_file, WORKER_TOKEN)
     port, socks, metrics = free_port(), free_port(), free_port()
+    before = [] if tree is None else ["env", f"PYTHONPATH={tree}"]
     argv = [
+        *before,
         sys.executable,
         "-m",
         "gateway_runtime",
@@ -354,6 +359,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--forward-warmup", type=float, default=2.0)
     parser.add_argument("--forward-systems", default=",".join(SYSTEMS))
     parser.add_argument("--forward-tls", action="store_true", help="add TLS tunnels")
+    parser.add_argument(
+        "--forward-before",
+        type=Path,
+        help="a checkout of an earlier commit (git worktree add DIR REV): its worker runs as "
+        "one more system, worker-before, interleaved with the others (before/after in one run)",
+    )
 
 
 def bench_forward(args: argparse.Namespace) -> None:
@@ -402,6 +413,7 @@ def _run(
         print(f"  - {label}, {conns} connections: {describe(figures)}")
 
     systems: list[System] = []
+    standins: list[tuple[str, ControlStandin]] = []
     bench_auth = basic("bench", BENCH_KEY)
     for name in wanted:
         if name == "direct":
@@ -422,16 +434,21 @@ def _run(
             print(f"- pproxy runs on {loop}")
             systems.append(System(name, service.port, bench_auth, service.pid))
         elif name == "worker":
-            standin = ControlStandin(
-                Upstream("127.0.0.1", upstream.port, UP_USER, UP_PASSWORD), WORKER_TOKEN
-            )
-            running, why = worker(directory, standin.start())
-            if running is None:
-                print(f"- worker: skipped: {why}")
-                standin.stop()
-                continue
-            started.append(running)
-            systems.append(System(name, running.port, bench_auth, running.pid))
+            trees = [("worker", None)]
+            if args.forward_before is not None:
+                trees.append(("worker-before", args.forward_before.resolve()))
+            for label, tree in trees:
+                standin = ControlStandin(
+                    Upstream("127.0.0.1", upstream.port, UP_USER, UP_PASSWORD), WORKER_TOKEN
+                )
+                running, why = worker(directory, standin.start(), tree)
+                if running is None:
+                    print(f"- {label}: skipped: {why}")
+                    standin.stop()
+                    continue
+                started.append(running)
+                systems.append(System(label, running.port, bench_auth, running.pid))
+                standins.append((label, standin))
 
     for round_ in range(1, args.forward_rounds + 1):
         print(f"- round {round_}:")
@@ -440,6 +457,8 @@ def _run(
                 run = load.run(mode, system.port, system.auth, conns, system.pid)
                 system.runs.setdefault((mode, conns), []).append(run)
                 print(f"  - {system.name}, {mode} {conns}: {describe(run)}")
+    for label, standin in standins:
+        print(f"- {label}'s calls to its control plane during the run: {standin.calls}")
     _table(systems, args.forward_rounds, [load for load in loads if load[0].startswith("tunnel")])
 
 
