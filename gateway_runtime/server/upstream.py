@@ -73,15 +73,31 @@ async def connect(hop: Hop, timeout: float) -> Conn:
     """A TCP connection to the proxy itself (the server keeps HTTP ones alive between
     requests)."""
     loop = asyncio.get_running_loop()
+    # asyncio.timeout's work without its context object and its second look-up of the loop
+    # (each a getpid() system call on CPython 3.11): a timer that cancels this task, told
+    # apart from any other cancellation (a shutdown's) by ``expired``.
+    task = asyncio.current_task(loop)
+    assert task is not None
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()
+
+    timer = loop.call_later(timeout, expire)
     try:
-        async with asyncio.timeout(timeout):
-            _, conn = await loop.create_connection(
-                lambda: Conn(loop, MAX_UPSTREAM_HEAD), hop.proxy.host, hop.proxy.port
-            )
-    except TimeoutError:
-        raise UpstreamError(Failure.TIMEOUT, "the upstream proxy did not answer", 504) from None
+        _, conn = await loop.create_connection(
+            lambda: Conn(loop, MAX_UPSTREAM_HEAD), hop.proxy.host, hop.proxy.port
+        )
+    except asyncio.CancelledError:
+        if expired and task.uncancel() == 0:
+            raise UpstreamError(Failure.TIMEOUT, "the upstream proxy did not answer", 504) from None
+        raise
     except OSError:
         raise UpstreamError(Failure.CONNECT, "the upstream proxy could not be reached") from None
+    finally:
+        timer.cancel()
     return conn
 
 

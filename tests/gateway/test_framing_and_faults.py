@@ -2,7 +2,8 @@
 resources: a client's ``Connection`` header cannot strip the framing the worker forwards by;
 a body may take as long as it keeps moving; a tunnel whose client stopped reading is closed
 at the idle limit, socket and all; a request cancelled while it reaches its upstream (a
-shutdown) frees its slot; a client's broken body is the client's fault, not the upstream's."""
+shutdown) frees its slot; a proxy that never takes the connection is a 504 in bounded time with
+its slot freed; a client's broken body is the client's fault, not the upstream's."""
 
 from __future__ import annotations
 
@@ -120,6 +121,32 @@ def test_a_request_cancelled_while_reaching_its_upstream_frees_its_slot(tinyprox
     silent.close()
     for one in held:
         one.close()
+
+
+def test_a_proxy_that_never_takes_the_connection_is_a_504_within_the_connect_timeout():
+    # A listener whose accept queue is full (backlog 0, one connection waiting, never
+    # accepted): the kernel drops further SYNs, so a connect hangs as to a dead host.
+    deaf = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = deaf.getsockname()[1]
+    waiting = socket.create_connection(("127.0.0.1", port))
+    with LocalWorker(Limits(connect_timeout=0.5)) as worker:
+        worker.install(snapshot(1, (proxy("deaf", port),), LOGIN, (client("shop"),)))
+        with socket.create_connection(("127.0.0.1", worker.http_port), timeout=5) as sock:
+            started = time.monotonic()
+            sock.sendall(
+                f"CONNECT 127.0.0.1:443 HTTP/1.1\r\nProxy-Authorization: {basic('shop')}\r\n\r\n"
+                .encode()
+            )  # fmt: skip
+            head = read_head(sock)
+            took = time.monotonic() - started
+        assert head.startswith(b"HTTP/1.1 504"), head
+        # One attempt per proxy, never the same one twice: bounded by the attempts' timeouts.
+        assert 0.4 < took < 0.5 * worker.limits.connect_attempts + 1.0, took
+        stats = worker.call(lambda: dict(worker.gateway.stats.upstream_failures))
+        assert stats == {"timeout": 1}, stats
+        assert worker.call(lambda: worker.store.load("deaf")) == 0
+    waiting.close()
+    deaf.close()
 
 
 def test_a_clients_broken_body_is_a_400_not_an_upstream_failure(worker, target):
