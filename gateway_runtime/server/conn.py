@@ -313,6 +313,9 @@ class _Tunnel:
         self._timer.cancel()
         for side in (self.client, self.upstream):
             side.close_now()  # a side that cannot write its rest is aborted, not left open
+            # No reference cycle (side -> tunnel -> side) left for the garbage collector: a
+            # closed transport delivers no more bytes, and its connection_lost needs neither.
+            side._tunnel = side.peer = None
         self.done.set_result(None)
 
 
@@ -324,6 +327,8 @@ async def relay(client: Conn, upstream: Conn, counts: Counts, idle_timeout: floa
     client.peer, upstream.peer = upstream, client
     try:
         for side in (client, upstream):
+            if tunnel.done.done():
+                break  # the first side's end ended it
             side._tunnel = tunnel
             if side._error is not None:
                 tunnel.finish()
