@@ -8,8 +8,10 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, urlsplit
+
+from tests.harness.vendor_server import LoopbackHTTPServer
 
 
 class VendorURL(str):
@@ -71,7 +73,7 @@ def vendor(
             self.end_headers()
             self.wfile.write(body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = LoopbackHTTPServer(("127.0.0.1", 0), Handler)
     url = VendorURL(f"http://127.0.0.1:{server.server_address[1]}/api/v2/proxy/list/")
     url.asked, url.asked_at, url.most_at_once = asked, [], 0
     thread = threading.Thread(target=server.serve_forever, daemon=True)
