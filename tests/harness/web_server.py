@@ -21,15 +21,21 @@ REPO = Path(__file__).resolve().parents[2]
 
 @contextlib.contextmanager
 def project_web_server(
-    redis_url: str, prefix: str, run_dir: Path, workers: int, env: dict[str, str] | None = None
+    redis_url: str,
+    prefix: str,
+    run_dir: Path,
+    workers: int,
+    env: dict[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[int]:
     """The port of the web server as ``make run`` runs it (``launcher.web_command``), with
     ``workers`` workers, on the test database and the pool under ``prefix``, with ``env`` added
-    to its environment; its log is ``run_dir / "web.log"``."""
+    to its environment; its log is ``run_dir / "web.log"``. ``port``: that one (a server
+    started again where its clients expect it), else a free one."""
     env = {**_project_env(redis_url, prefix, run_dir), **(env or {})}
     command = partial(_web_command, workers=workers)
-    with serving(command, run_dir / "web.log", env) as port:
-        yield port
+    with serving(command, run_dir / "web.log", env, port=port) as bound:
+        yield bound
 
 
 def _web_command(port: int, workers: int) -> list[str]:
@@ -56,12 +62,14 @@ def serving(
     log: Path,
     env: dict[str, str] | None = None,
     ready_path: str = "/healthz",
+    port: int | None = None,
 ) -> Iterator[int]:
     """The port of ``command(port)`` run from the repository, once ``GET ready_path`` answers
-    200 (at most 60 s); its output in ``log``. Stopped on the way out as ``make run`` stops its
-    children (SIGTERM to the process group, SIGKILL after 15 s)."""
-    port = free_port()
-    with log.open("wb") as out:
+    200 (at most 60 s); its output in ``log`` (appended to: a server started again keeps its
+    first run's lines). ``port``: that one, else a free one. Stopped on the way out as
+    ``make run`` stops its children (SIGTERM to the process group, SIGKILL after 15 s)."""
+    port = free_port() if port is None else port
+    with log.open("ab") as out:
         server = subprocess.Popen(
             command(port), cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -7,6 +7,7 @@ history. Stopped, it lets a tunnel in flight finish and exits cleanly."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -41,6 +42,8 @@ __all__ = ["microsocks", "target", "tinyproxy", "tls_target"]
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
 
+#: A worker process and its ports (``http``, ``socks``, ``metrics``) and its ``worker`` row.
+Running = tuple[subprocess.Popen[bytes], dict]
 #: Short intervals so the test sees reports and snapshots within a second or two.
 FAST = {"GATEWAY_SNAPSHOT_INTERVAL_S": "1", "GATEWAY_REPORT_INTERVAL_S": "1"}
 
@@ -90,14 +93,18 @@ def seed_local(redis_url: str, prefix: str, tinyproxy_port: int, microsocks_port
         client.close()
 
 
-@pytest.fixture
-def worker_process(web_server, make_worker) -> Iterator[tuple[subprocess.Popen[bytes], dict]]:
+@contextlib.contextmanager
+def running_worker(
+    control_port: int, make_worker
+) -> Iterator[tuple[subprocess.Popen[bytes], dict]]:
+    """``python -m gateway_runtime`` as worker edge-1 of the control plane on ``control_port``:
+    the process and its ports."""
     w = make_worker()
     ports = {"http": free_port(), "socks": free_port(), "metrics": free_port()}
     env = {**os.environ, "GATEWAY_TOKEN": w.plaintext}
     proc = subprocess.Popen(
         [sys.executable, "-m", "gateway_runtime", "--control-url",
-         f"http://127.0.0.1:{web_server}", "--http-bind", f"127.0.0.1:{ports['http']}",
+         f"http://127.0.0.1:{control_port}", "--http-bind", f"127.0.0.1:{ports['http']}",
          "--socks-bind", f"127.0.0.1:{ports['socks']}",
          "--metrics-bind", f"127.0.0.1:{ports['metrics']}", "--drain-timeout", "5"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -112,20 +119,33 @@ def worker_process(web_server, make_worker) -> Iterator[tuple[subprocess.Popen[b
             proc.stdout.close()
 
 
-def test_a_worker_serves_from_the_control_planes_snapshot(
-    worker_process, upstreams, make_client, redis_url, unique_prefix, pool_clock,
-    tinyproxy, microsocks, target, tls_target,
-):  # fmt: skip
-    proc, ports = worker_process
+@pytest.fixture
+def worker_process(web_server, make_worker) -> Iterator[Running]:
+    with running_worker(web_server, make_worker) as running:
+        yield running
+
+
+def assign_local_proxies(redis_url, prefix, upstreams, tinyproxy, microsocks, pool_clock) -> None:
+    """The worker's group gets the three local proxies (the ownership manager's tick), once the
+    worker opened its session."""
     upstreams.us.gateway_share_percent = 100
     upstreams.us.save()
-    key = make_client("shop", gateway_enabled=True).plaintext
-    seed_local(redis_url, unique_prefix, tinyproxy.port, microsocks.port)
+    seed_local(redis_url, prefix, tinyproxy.port, microsocks.port)
     pool = bootstrap.get_pool()
     wait_until(lambda: pool.worker_revision("edge-1").session, 20, "the worker opened a session")
     manager = OwnershipManager(pool, pool_clock, ManagerPolicy())
     tally = manager.tick(configured_groups(), gateway_shares()).groups["edge-us"]
     assert tally.assigned == 3
+
+
+def test_a_worker_serves_from_the_control_planes_snapshot(
+    worker_process, upstreams, make_client, redis_url, unique_prefix, pool_clock,
+    tinyproxy, microsocks, target, tls_target,
+):  # fmt: skip
+    proc, ports = worker_process
+    key = make_client("shop", gateway_enabled=True).plaintext
+    assign_local_proxies(redis_url, unique_prefix, upstreams, tinyproxy, microsocks, pool_clock)
+    pool = bootstrap.get_pool()
     ready = f"http://127.0.0.1:{ports['metrics']}/ready"
     wait_until(lambda: httpx.get(ready).status_code == 200, 20, "the worker serves a snapshot")
     metrics = f"http://127.0.0.1:{ports['metrics']}/metrics"
@@ -184,3 +204,50 @@ def test_a_worker_serves_from_the_control_planes_snapshot(
     assert "Traceback" not in output
     assert key not in output
     wait_until(lambda: not held(), 20, "the final report at zero")
+
+
+def test_with_the_control_plane_stopped_the_worker_serves_until_its_staleness_limit(
+    redis_url, unique_prefix, tmp_path, make_worker, make_client, upstreams, pool_clock,
+    tinyproxy, microsocks, target,
+):  # fmt: skip
+    env = {**FAST, "GATEWAY_MAX_STALENESS_S": "5"}  # the least the settings allow
+    port = free_port()
+    key = make_client("shop", gateway_enabled=True).plaintext
+    proxy = ""
+    with running_worker(port, make_worker) as (proc, ports):
+        proxy = f"http://shop:{key}@127.0.0.1:{ports['http']}"
+        with project_web_server(redis_url, unique_prefix, tmp_path, 1, env, port=port):
+            assign_local_proxies(
+                redis_url, unique_prefix, upstreams, tinyproxy, microsocks, pool_clock
+            )
+            metrics = f"http://127.0.0.1:{ports['metrics']}/metrics"
+            wait_until(
+                lambda: "proxypool_worker_snapshot_proxies 3.0" in httpx.get(metrics).text,
+                20,
+                "the worker's snapshot holds the three proxies",
+            )
+            with httpx.Client(proxy=proxy) as http:
+                assert http.get(target.url()).status_code == 200
+        stopped = time.monotonic()  # the control plane is down: connections are refused
+
+        with httpx.Client(proxy=proxy) as http:
+            fresh = http.get(target.url())
+            assert fresh.status_code == 200, (fresh.text, time.monotonic() - stopped)  # still fresh
+
+            def refused() -> httpx.Response | None:
+                answer = http.get(target.url())
+                return answer if answer.status_code == 503 else None
+
+            stale = wait_until(refused, 20, "503 past the staleness limit")
+            waited = time.monotonic() - stopped
+            assert 2.0 < waited < 5 + 1 + 5, waited  # the limit, after the last confirmation
+            assert "no current snapshot" in stale.text and stale.headers["retry-after"] == "5"
+
+            with project_web_server(redis_url, unique_prefix, tmp_path, 1, env, port=port):
+                back = wait_until(
+                    lambda: http.get(target.url()).status_code == 200,
+                    30,
+                    "the worker serving again once the control plane is back",
+                )
+                assert back
+        assert proc.poll() is None, "the worker ran through the outage"
