@@ -12,6 +12,7 @@ import os
 from urllib.parse import urlsplit
 
 from activity.redact import redact_url
+from activity.redis_url import SENTINEL_SCHEME, RedisURLError, parse_sentinel_url
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -69,8 +70,16 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 def env_url(name: str, default: str, schemes: frozenset[str]) -> str:
-    """A URL whose scheme is one of ``schemes`` and that names a host (or a unix socket)."""
+    """A URL whose scheme is one of ``schemes`` and that names a host (or a unix socket, or
+    for ``redis+sentinel://`` its Sentinels and master: activity/redis_url.py)."""
     value = env_str(name, default)
+    scheme = value.split("://", 1)[0].lower() if "://" in value else ""
+    if scheme == SENTINEL_SCHEME and scheme in schemes:
+        try:
+            parse_sentinel_url(value)
+        except RedisURLError as exc:
+            raise EnvError(f"{name}: {exc}: {redact_url(value)}") from None
+        return value
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError on a non-numeric port

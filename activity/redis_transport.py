@@ -27,6 +27,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.connection import AbstractConnection
 from redis.retry import Retry
+from redis.sentinel import SentinelConnectionPool
 
 from activity.deadline import check_deadline, remaining
 from activity.errors import DeadlineExceeded
@@ -83,11 +84,24 @@ def bounded_client(client: redis.Redis, timeout: timedelta) -> redis.Redis:
     kwargs["retry"] = Retry(NoBackoff(), 0)
     kwargs["retry_on_error"] = []
     kwargs.pop("retry_on_timeout", None)
-    pool = redis.ConnectionPool(
-        connection_class=_deadline_bound(client.connection_pool.connection_class),
-        max_connections=client.connection_pool.max_connections,
-        **kwargs,
-    )
+    source = client.connection_pool
+    connection_class = _deadline_bound(source.connection_class)
+    pool: redis.ConnectionPool
+    if isinstance(source, SentinelConnectionPool):
+        # The same master, found through the same Sentinels at each connection (the pool puts
+        # its own back-reference in the connections' arguments).
+        kwargs.pop("connection_pool", None)
+        pool = SentinelConnectionPool(
+            source.service_name,
+            source.sentinel_manager,
+            connection_class=connection_class,
+            max_connections=source.max_connections,
+            **kwargs,
+        )
+    else:
+        pool = redis.ConnectionPool(
+            connection_class=connection_class, max_connections=source.max_connections, **kwargs
+        )
     return redis.Redis(connection_pool=pool)
 
 

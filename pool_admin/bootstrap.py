@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import redis
 from django.conf import settings
 
-from activity import PoolOptions
+from activity import PoolOptions, redis_url
 from activity.clock import Clock, SystemClock
 from activity.credentials import FetchCredentials
 from activity.ports import ActivityPool
@@ -116,7 +116,7 @@ class _Handles:
 
     def _pool(self) -> RedisPool:
         where = target()
-        client = redis.Redis.from_url(where.redis_url)
+        client = redis_url.connect(where.redis_url)
         self.clients.append(client)
         options = PoolOptions(
             prefix=where.prefix,
@@ -126,13 +126,13 @@ class _Handles:
 
     def _scheduler(self) -> RedisScheduler:
         where = target()
-        client = redis.Redis.from_url(where.redis_url, socket_timeout=SCHEDULER_SOCKET_TIMEOUT_S)
+        client = redis_url.connect(where.redis_url, socket_timeout=SCHEDULER_SOCKET_TIMEOUT_S)
         self.clients.append(client)
         return RedisScheduler(client, prefix=where.prefix)
 
     def _leases(self) -> RedisTickLease:
         where = target()
-        client = redis.Redis.from_url(where.redis_url, socket_timeout=SCHEDULER_SOCKET_TIMEOUT_S)
+        client = redis_url.connect(where.redis_url, socket_timeout=SCHEDULER_SOCKET_TIMEOUT_S)
         self.clients.append(client)
         return RedisTickLease(client, prefix=where.prefix)
 

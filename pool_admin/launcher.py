@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FrameType
 
 from activity.redact import redact_text, redact_url
+from activity.redis_url import is_sentinel_url
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.demo_proxies import DemoProxies
 from pool_admin.localservices import (
@@ -121,6 +122,8 @@ def start_services(run_dir: Path, started: list[RedisServer | PostgresCluster]) 
     }
     ports_started: set[int] = set()
     for url in sorted(redis_urls):
+        if is_sentinel_url(url):
+            continue  # a deployment's Sentinel-managed Redis: never one make run starts
         port = url_port(url, 6379)
         if port in ports_started or redis_answers(url):
             continue

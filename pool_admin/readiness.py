@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-import redis
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
+
+from activity import redis_url
 
 REDIS_TIMEOUT_S = 1.0
 POSTGRES_TIMEOUT_S = 2  # libpq's minimum connect_timeout
@@ -43,7 +44,7 @@ def check_postgres() -> None:
 
 def check_redis() -> None:
     """PING the activity-pool Redis; raises on any failure."""
-    client = redis.Redis.from_url(
+    client = redis_url.connect(
         settings.REDIS_URL,
         socket_timeout=REDIS_TIMEOUT_S,
         socket_connect_timeout=REDIS_TIMEOUT_S,

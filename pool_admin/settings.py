@@ -25,6 +25,7 @@ from activity.env import (
     env_url,
 )
 from activity.redact import redact_url
+from activity.redis_url import is_sentinel_url, kombu_sentinel
 from activity.types import PoolOptions
 from pool_admin import defaults
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
@@ -73,7 +74,8 @@ ALERT_WEBHOOK_URL = env_str("ALERT_WEBHOOK_URL", "")
 ALERT_RETENTION_DAYS = env_int("ALERT_RETENTION_DAYS", 90, minimum=1)
 EMAIL_TIMEOUT = 10
 
-_REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+# redis+sentinel://: a master behind Redis Sentinel (activity/redis_url.py, docs/OPERATIONS.md).
+_REDIS_SCHEMES = frozenset({"redis", "rediss", "unix", "redis+sentinel"})
 REDIS_URL = env_url("REDIS_URL", DEFAULT_REDIS_URL, _REDIS_SCHEMES)
 METRICS_REDIS_URL = env_url("METRICS_REDIS_URL", REDIS_URL, _REDIS_SCHEMES)
 # The usage stream (pool_admin/metrics/): its key on METRICS_REDIS_URL (named after the pool's
@@ -89,6 +91,11 @@ for _network in METRICS_ALLOWED_NETWORKS:
     except ValueError:
         raise EnvError(f"METRICS_ALLOWED_NETWORKS: {_network!r} is not a network") from None
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, _REDIS_SCHEMES)
+# kombu reads Sentinel in its own form: one sentinel:// URL per Sentinel and the master's name
+# in the transport options (kombu/transport/redis.py, SentinelChannel).
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+if is_sentinel_url(CELERY_BROKER_URL):
+    CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = kombu_sentinel(CELERY_BROKER_URL)
 # Key prefix of the activity pool's namespace in Redis (PoolOptions.prefix).
 POOL_PREFIX = env_str("POOL_PREFIX", "pp")
 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}", POOL_PREFIX):

@@ -58,6 +58,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import CollectorRegistry
 
+from activity import redis_url
 from activity.errors import ActivityError
 from pool_admin.bootstrap import get_pool
 from pool_admin.config.models import Alert, Upstream, UsageTotal
@@ -138,7 +139,7 @@ STREAM_UP_HELP = "1 when the usage stream's Redis answered this scrape, else 0."
 
 
 def _stream_families() -> Iterator[Metric]:
-    client = redis.Redis.from_url(
+    client = redis_url.connect(
         settings.METRICS_REDIS_URL, socket_timeout=2, socket_connect_timeout=1
     )
     try:

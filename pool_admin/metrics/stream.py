@@ -29,6 +29,7 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from activity import redis_url
 from pool_admin import bootstrap
 from pool_admin.metrics.events import (
     MAX_ENTRY_BYTES,
@@ -146,7 +147,7 @@ class EventStream:
             # retried: XADD * gives a new ID each time, so resending a pipeline whose reply was
             # lost would add its entries twice and the consumer count their events twice (a
             # lost reply counts them as dropped instead, which they may not be: never more).
-            self._client = redis.Redis.from_url(
+            self._client = redis_url.connect(
                 url, socket_timeout=2, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0)
             )
             self._url = url

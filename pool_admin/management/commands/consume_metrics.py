@@ -12,10 +12,10 @@ import socket
 import threading
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.core.management.base import CommandParser
 
+from activity import redis_url
 from pool_admin.management.cli import OperatorCommand, parse_int
 from pool_admin.metrics.consumer import Consumer, options_from_settings
 
@@ -44,7 +44,7 @@ class Command(OperatorCommand):
             signal.signal(sig, lambda *_: stop.set())
         opts = options_from_settings(batch=batch)
         # Reads block at most block_ms; the socket waits a little longer than that.
-        client = redis.Redis.from_url(
+        client = redis_url.connect(
             settings.METRICS_REDIS_URL, socket_timeout=opts.block_ms / 1000 + 5
         )
         consumer = Consumer(client, options["name"], opts)
