@@ -21,7 +21,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 from urllib.parse import urlsplit
@@ -183,7 +183,9 @@ class RedisServer:
     The port is fixed at construction, so ``restart`` keeps ``url`` valid.
     """
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(self, directory: Path, port: int | None = None, args: Sequence[str] = ()) -> None:
+        """``args``: more ``redis-server`` options (e.g. ``--replicaof 127.0.0.1 6379``)."""
+        self.args = tuple(args)
         binary = redis_server_binary()
         if binary is None:
             raise RuntimeError(
@@ -214,7 +216,25 @@ class RedisServer:
         if self.running:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        argv = [
+        # Own session: a terminal Ctrl-C must not kill it before its users are stopped.
+        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own binary
+            self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                self._proc = None
+                raise RuntimeError(
+                    f"redis-server on port {self.port} exited:\n{_tail(self.logfile)}"
+                )
+            if self._answers_as_us():
+                return
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout} s")
+
+    def argv(self) -> list[str]:
+        return [
             self.binary,
             "--port",
             str(self.port),
@@ -230,23 +250,8 @@ class RedisServer:
             str(self.logfile),
             "--daemonize",
             "no",
+            *self.args,
         ]
-        # Own session: a terminal Ctrl-C must not kill it before its users are stopped.
-        self._proc = subprocess.Popen(  # noqa: S603 - fixed argv, our own binary
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
-        )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                self._proc = None
-                raise RuntimeError(
-                    f"redis-server on port {self.port} exited:\n{_tail(self.logfile)}"
-                )
-            if self._answers_as_us():
-                return
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout} s")
 
     def _answers_as_us(self) -> bool:
         # Another server may already hold the port; only our own process counts.
