@@ -92,10 +92,14 @@ for _network in METRICS_ALLOWED_NETWORKS:
         raise EnvError(f"METRICS_ALLOWED_NETWORKS: {_network!r} is not a network") from None
 CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, _REDIS_SCHEMES)
 # kombu reads Sentinel in its own form: one sentinel:// URL per Sentinel and the master's name
-# in the transport options (kombu/transport/redis.py, SentinelChannel).
+# in the transport options (kombu/transport/redis.py, SentinelChannel). Celery takes the
+# CELERY_BROKER_URL environment variable before its configuration's broker_url
+# (celery.app.utils.Settings.broker_url), so the kombu form goes in the read and write URLs,
+# which it takes before either.
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if is_sentinel_url(CELERY_BROKER_URL):
     CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = kombu_sentinel(CELERY_BROKER_URL)
+    CELERY_BROKER_READ_URL = CELERY_BROKER_WRITE_URL = CELERY_BROKER_URL
 # Key prefix of the activity pool's namespace in Redis (PoolOptions.prefix).
 POOL_PREFIX = env_str("POOL_PREFIX", "pp")
 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}", POOL_PREFIX):

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from activity.redis_url import is_sentinel_url, kombu_sentinel
 from pool_admin.celery import app
 from pool_admin.launcher import Child, stop_children, worker_options
 from tests.harness.commands import REPO, database_url_of_test_db
@@ -42,10 +43,13 @@ def celery_worker(
             cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-        broker = app.conf.broker_url
+        broker, options = app.conf.broker_url, app.conf.broker_transport_options
         try:
-            app.conf.broker_url = redis_url
+            if is_sentinel_url(redis_url):  # as the settings make it (kombu's own form)
+                app.conf.broker_url, app.conf.broker_transport_options = kombu_sentinel(redis_url)
+            else:
+                app.conf.broker_url = redis_url
             yield worker, queue
         finally:
-            app.conf.broker_url = broker
+            app.conf.broker_url, app.conf.broker_transport_options = broker, options
             stop_children([Child("celery worker", worker)], timeout=15)
