@@ -12,7 +12,7 @@ import os
 from urllib.parse import urlsplit
 
 from activity.redact import redact_url
-from activity.redis_url import SENTINEL_SCHEME, RedisURLError, parse_sentinel_url
+from activity.redis_url import SENTINEL_SCHEME, RedisURLError, is_sentinel_url, parse_sentinel_url
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -73,8 +73,7 @@ def env_url(name: str, default: str, schemes: frozenset[str]) -> str:
     """A URL whose scheme is one of ``schemes`` and that names a host (or a unix socket, or
     for ``redis+sentinel://`` its Sentinels and master: activity/redis_url.py)."""
     value = env_str(name, default)
-    scheme = value.split("://", 1)[0].lower() if "://" in value else ""
-    if scheme == SENTINEL_SCHEME and scheme in schemes:
+    if is_sentinel_url(value) and SENTINEL_SCHEME in schemes:
         try:
             parse_sentinel_url(value)
         except RedisURLError as exc:
