@@ -1,11 +1,13 @@
 """A TCP connection as the worker's server uses it: one object that is the transport's protocol,
 a buffered reader, a writer, and, once a tunnel starts, one side of its relay.
 
-This is below asyncio streams on purpose. A stream connection is four objects (StreamReader, its
+This is below asyncio streams on purpose: a stream connection is four objects (StreamReader, its
 protocol, StreamWriter, a task) and every bounded wait an ``asyncio.timeout`` (a context and a
-timer made and cancelled); the worker pays that per request on both sides. Here a connection is
-one object, and its waits share one deadline (``expire_in``) kept by at most one timer, armed
-only when a wait has to wait and re-armed only when it fires before the deadline, which moved.
+timer made and cancelled). Measured, leaving them saved little (docs/PERFORMANCE.md "The worker
+on its own connections"); what this module is kept for is one deadline per connection
+(``expire_in``, kept by at most one timer, armed only when a wait has to wait and re-armed only
+when it fires before the deadline, which moved) and a tunnel switch that needs no stream's
+private buffer.
 
 Every wait honours the deadline last set with ``expire_in`` (None: no deadline). A site that
 waits sets its own first: a deadline left from an earlier wait is not a bound for the next one.
