@@ -65,7 +65,7 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     sentinels = []
     for item in hosts.split(","):
         host, colon, port = item.strip().rpartition(":")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65_536:
+        if not colon or not _printable(host) or not port.isdigit() or not 0 < int(port) < 65_536:
             raise RedisURLError(
                 f"each Sentinel is host:port, comma-separated (got {item.strip()!r})"
             )
@@ -75,10 +75,17 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     path = [p for p in parts.path.split("/") if p]
     if not path or len(path) > 2:
         raise RedisURLError("a Sentinel URL's path is /master_name or /master_name/db")
+    if not _printable(unquote(path[0])):
+        raise RedisURLError("the master's name must be printable, without spaces")
     db = path[1] if len(path) == 2 else "0"
     if not db.isdigit():
         raise RedisURLError(f"the database must be a number (got {db!r})")
     return SentinelTarget(tuple(sentinels), unquote(path[0]), int(db), username, password)
+
+
+def _printable(text: str) -> bool:
+    """Not empty, and no space or control character (a host's or a master's name)."""
+    return bool(text) and all(c.isprintable() and not c.isspace() for c in text)
 
 
 def connect(url: str, **options: Any) -> redis.Redis:

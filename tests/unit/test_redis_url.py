@@ -35,6 +35,8 @@ def test_a_sentinel_url_names_its_sentinels_master_and_database():
         ("redis+sentinel://:s3cret@h:26379", "path is /master_name"),
         ("redis+sentinel://:s3cret@h:26379/pool/0/x", "path is /master_name"),
         ("redis+sentinel://:s3cret@h:26379/pool/zero", "database must be a number"),
+        ("redis+sentinel://:s3cret@h x:26379/pool", "each Sentinel is host:port"),
+        ("redis+sentinel://:s3cret@h:26379/po%20ol", "master's name must be printable"),
         ("redis+sentinel://" + ",".join(f"h{n}:1" for n in range(17)) + "/m", "at most 16"),
     ],
 )
