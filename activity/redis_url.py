@@ -102,8 +102,13 @@ def connect(url: str, **options: Any) -> redis.Redis:
         socket_timeout=SENTINEL_TIMEOUT_S,
         socket_connect_timeout=SENTINEL_TIMEOUT_S,
     )
-    login = {"username": target.username, "password": target.password}
-    client: redis.Redis = sentinel.master_for(target.master, db=target.db, **login, **options)
+    client: redis.Redis = sentinel.master_for(
+        target.master,
+        db=target.db,
+        username=target.username,
+        password=target.password,
+        **options,
+    )
     return client
 
 
