@@ -1,11 +1,18 @@
 """``python -m pool_admin.launcher`` (``make run``): the whole stack in the foreground.
 
 Starts private Redis/PostgreSQL under RUN_DIR when nothing answers at a loopback URL, prepares
-the database (create, migrate, collectstatic, ensure_admin), then runs the web server (granian),
-a Celery worker, Celery beat and the usage stream's consumer (``manage.py consume_metrics``),
-each in its own process group. On SIGINT/SIGTERM, or when any child dies, it stops the
-children (SIGTERM, then SIGKILL after a timeout), then the servers it started itself (never
-pre-existing ones), and exits. No Django import: Django runs in the children.
+the database (create, migrate, collectstatic, ensure_admin, ensure_demo), then runs the web
+server (granian), three Celery workers, Celery beat, the usage stream's consumer (``manage.py
+consume_metrics``) and a gateway worker, each in its own process group. On SIGINT/SIGTERM, or
+when any child dies, it stops the children (SIGTERM, then SIGKILL after a timeout), then the
+servers it started itself (never pre-existing ones), and exits. No Django import: Django runs
+in the children.
+
+The terminal stays readable: a line per process as it starts (with its log file), the ready
+banner, then only the children's warnings and errors (pool_admin/run_logs.py) and a status
+line every ``RUN_STATUS_INTERVAL_S`` (pool_admin/run_status.py). Everything else is in the log
+files under ``$RUN_DIR/logs/``. Generated secrets reach the terminal, never a log file. As
+root, Celery runs as an unprivileged user when it can (pool_admin/run_user.py).
 """
 
 from __future__ import annotations
@@ -17,10 +24,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
+from typing import BinaryIO
 
+from activity.env import EnvError, env_int
 from activity.redact import redact_text, redact_url
 from activity.redis_url import is_sentinel_url
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
@@ -36,18 +46,14 @@ from pool_admin.localservices import (
     redis_answers,
     url_port,
 )
+from pool_admin.run_logs import Echo, LogTail, log_name, open_log
+from pool_admin.run_setup import SETUP_STEPS, LaunchError, banner, manage, say
+from pool_admin.run_status import StatusReporter
+from pool_admin.run_user import RunAs, celery_user
 
 REPO_DIR = Path(__file__).resolve().parent.parent
 STOP_TIMEOUT_S = 15.0
 READY_TIMEOUT_S = 60.0
-
-
-class LaunchError(RuntimeError):
-    """Setup could not complete; the message says why in one line."""
-
-
-def say(message: str) -> None:
-    print(f"launcher: {message}", flush=True)
 
 
 class StopFlag:
@@ -74,6 +80,9 @@ class StopFlag:
 class Child:
     name: str
     proc: subprocess.Popen[bytes]
+    #: Where its stdout and stderr go (None: the launcher's own, as in the test harness).
+    log_path: Path | None = None
+    echo: Echo | None = field(default=None, repr=False)
 
     @property
     def pgid(self) -> int:
@@ -160,25 +169,60 @@ def stop_services(services: list[RedisServer | PostgresCluster]) -> None:
             say(f"could not stop {type(service).__name__} on port {service.port}: {exc}")
 
 
-def manage(*args: str) -> None:
-    """Run a manage.py command in the foreground (same process group: Ctrl-C stops it too)."""
-    say(f"manage.py {' '.join(args)}")
-    done = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO_DIR, check=False)  # noqa: S603
-    if done.returncode != 0:
-        raise LaunchError(f"manage.py {args[0]} failed with exit {done.returncode}")
+def spawn(
+    name: str, argv: list[str], logs_dir: Path | None = None, run_as: RunAs | None = None
+) -> Child:
+    """Start a child in its own session and process group (stopped as a unit, and not hit by
+    the terminal's SIGINT); with ``logs_dir``, its output goes to ``logs_dir/<name>.log``, with
+    ``run_as``, it runs as that user."""
+    log: BinaryIO | None = None
+    log_path = logs_dir / f"{log_name(name)}.log" if logs_dir else None
+    extra = run_as.popen_kwargs(dict(os.environ)) if run_as else {}
+    try:
+        if log_path is not None:
+            log = open_log(log_path, name)
+        proc = subprocess.Popen(  # noqa: S603
+            argv,
+            cwd=REPO_DIR,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT if log else None,
+            start_new_session=True,
+            **extra,
+        )
+        start = os.fstat(log.fileno()).st_size if log else 0
+    finally:
+        if log is not None:
+            log.close()  # the child has its own copy of the descriptor
+    user = f" user={run_as.name}" if run_as else ""
+    say(f"started {name} pid={proc.pid}{user}" + (f" log={log_path}" if log_path else ""))
+    child = Child(name, proc, log_path)
+    if log_path is not None:
+        child.echo = Echo(name, LogTail(log_path, start), print_line)
+    return child
 
 
-def spawn(name: str, argv: list[str]) -> Child:
-    # Own session and process group: stopped as a unit, and not hit by the terminal's SIGINT.
-    proc = subprocess.Popen(argv, cwd=REPO_DIR, stdin=subprocess.DEVNULL, start_new_session=True)  # noqa: S603
-    say(f"started {name} pid={proc.pid}")
-    return Child(name, proc)
+def print_line(line: str) -> None:
+    print(line, flush=True)
 
 
-def wait_until_serving(base_url: str, children: list[Child], stop: StopFlag) -> bool:
+def pump_echoes(children: list[Child]) -> None:
+    for child in children:
+        if child.echo is not None:
+            child.echo.pump()
+
+
+def wait_until_serving(
+    base_url: str,
+    children: list[Child],
+    stop: StopFlag,
+    on_tick: Callable[[], None] | None = None,
+) -> bool:
     """Poll /healthz until it answers; False if stopped, a child died or the time ran out."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline and not stop.requested:
+        if on_tick is not None:
+            on_tick()
         if any(child.proc.poll() is not None for child in children):
             return False
         try:
@@ -191,9 +235,13 @@ def wait_until_serving(base_url: str, children: list[Child], stop: StopFlag) -> 
     return False
 
 
-def supervise(children: list[Child], stop: StopFlag) -> int:
+def supervise(
+    children: list[Child], stop: StopFlag, on_tick: Callable[[], None] | None = None
+) -> int:
     """Block until a signal (exit 0) or until any child exits (exit 1)."""
     while not stop.requested:
+        if on_tick is not None:
+            on_tick()
         for child in children:
             if child.proc.poll() is not None:
                 say(f"{child.name} exited with {child.proc.returncode}; stopping everything")
@@ -203,11 +251,8 @@ def supervise(children: list[Child], stop: StopFlag) -> int:
     return 0
 
 
-SETUP_STEPS = [
-    ["migrate", "--noinput"],
-    ["collectstatic", "--noinput", "-v", "0"],
-    ["ensure_admin"],
-]
+#: The children that run as an unprivileged user when the launcher is root.
+CELERY_CHILDREN = frozenset({"fetch worker", "check worker", "upkeep worker", "celery beat"})
 
 
 #: Seconds a web worker gets to finish its requests on shutdown before it is killed.
@@ -331,6 +376,12 @@ def main() -> int:
     stop = StopFlag()
     run_dir = Path(os.environ.get("RUN_DIR") or REPO_DIR / ".run").absolute()
     os.environ["RUN_DIR"] = str(run_dir)  # settings put STATIC_ROOT under it
+    logs_dir = run_dir / "logs"
+    try:
+        status_every = env_int("RUN_STATUS_INTERVAL_S", 60, minimum=0, maximum=86_400)
+    except EnvError as exc:
+        say(str(exc))
+        return 2
     if "POOL_DEV" not in os.environ:
         os.environ["POOL_DEV"] = "1"
         say("POOL_DEV=1: development secrets allowed (set DJANGO_SECRET_KEY for anything real)")
@@ -345,6 +396,7 @@ def main() -> int:
     services: list[RedisServer | PostgresCluster] = []
     children: list[Child] = []
     demo = DemoProxies(run_dir)
+    run_as: RunAs | None = None
     try:
         ensure_installed()
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -358,26 +410,30 @@ def main() -> int:
                 f"ports {', '.join(map(str, ports))}; DEMO=0 turns it off"
             )
             steps.append(["ensure_demo", "--base-url", base_url])
+        say(f"setup steps log to {logs_dir / 'setup.log'}")
+        secrets: dict[str, str] = {}
         for step in steps:
             stop.check()
-            manage(*step)
+            secrets.update(manage(*step, log_path=logs_dir / "setup.log"))
+        run_as, warning = celery_user(REPO_DIR, dict(os.environ))
+        if warning:
+            say(f"warning: {warning}")
         for name, argv in child_commands(bind):
             stop.check()
-            children.append(spawn(name, argv))
-        if wait_until_serving(base_url, children, stop):
-            say(
-                "Proxy Pool is up. Open:\n"
-                f"    admin      {base_url}/admin/\n"
-                f"    console    {base_url}/admin/console/\n"
-                f"    readiness  {base_url}/readyz\n"
-                f"    API docs   {base_url}/api/docs/\n"
-                f"    gateway    curl -x http://{gateway_bind()} --proxy-user "
-                f'"demo:$DEMO_API_KEY" {base_url}/healthz\n'
-                "  Ctrl-C stops everything."
-            )
+            user = run_as if name in CELERY_CHILDREN else None
+            children.append(spawn(name, argv, logs_dir, user))
+        status = StatusReporter(base_url, status_every, print_line)
+        if wait_until_serving(base_url, children, stop, lambda: pump_echoes(children)):
+            say(banner(base_url, gateway_bind(), secrets, with_demo, logs_dir))
+            status.start()
         elif not stop.requested:
-            say(f"no answer from {base_url}/healthz yet; watch the logs above")
-        return supervise(children, stop)
+            say(f"no answer from {base_url}/healthz yet; see the logs in {logs_dir}")
+
+        def tick() -> None:
+            pump_echoes(children)
+            status.tick()
+
+        return supervise(children, stop, tick)
     except LaunchError as exc:
         if stop.requested:  # a setup step that died of the same Ctrl-C is no error
             say(f"stopped by {signal.Signals(stop.signum or 0).name} during setup")
@@ -389,8 +445,13 @@ def main() -> int:
         return 1
     finally:
         stop_children(children)
+        for child in children:
+            if child.echo is not None:
+                child.echo.finish()  # what they logged while stopping
         demo.stop()
         stop_services(services)
+        if run_as is not None:
+            run_as.cleanup()
         say("all stopped")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
@@ -105,3 +106,35 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     out = [line(list(headers)), line(["-" * w for w in widths])]
     out.extend(line(row) for row in cells)
     return "\n".join(out)
+
+
+def add_secrets_fd(parser: CommandParser) -> None:
+    """``--secrets-fd FD``: a generated secret goes to that open descriptor, not to stdout
+    (``make run`` reads it from a pipe and shows it on the terminal only, never in a log)."""
+    parser.add_argument(
+        "--secrets-fd",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="write a generated secret to this open file descriptor as one NAME=VALUE line "
+        "instead of printing it",
+    )
+
+
+def checked_secrets_fd(value: object) -> int | None:
+    """``--secrets-fd``'s value, checked to be an open descriptor before anything changes."""
+    if value is None:
+        return None
+    fd = int(str(value))
+    try:
+        os.fstat(fd)
+    except (OSError, OverflowError):
+        raise CommandError(f"--secrets-fd {fd} is not an open file descriptor") from None
+    return fd
+
+
+def hand_over_secret(fd: int, name: str, value: str) -> None:
+    """One ``NAME=VALUE`` line on ``fd`` (left open: the caller owns it)."""
+    data = f"{name}={value}\n".encode()
+    while data:  # a pipe may take a write in parts
+        data = data[os.write(fd, data) :]

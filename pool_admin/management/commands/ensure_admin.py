@@ -1,7 +1,9 @@
 """``manage.py ensure_admin``: create the first superuser once, idempotently.
 
 Username from ADMIN_USERNAME (default ``admin``); password from ADMIN_PASSWORD, or generated and
-printed exactly once. An existing user is left untouched and nothing secret is printed.
+printed exactly once (with ``--secrets-fd``, handed over on that descriptor instead, as
+``admin_password=...``: ``make run`` shows it on the terminal, never in a log). An existing
+user is left untouched and nothing secret is printed.
 """
 
 from __future__ import annotations
@@ -13,16 +15,25 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import CommandError
+from django.core.management.base import CommandError, CommandParser
 from django.db import transaction
 
-from pool_admin.management.cli import OperatorCommand
+from pool_admin.management.cli import (
+    OperatorCommand,
+    add_secrets_fd,
+    checked_secrets_fd,
+    hand_over_secret,
+)
 
 
 class Command(OperatorCommand):
     help = "Create the superuser ADMIN_USERNAME (default 'admin') if it does not exist."
 
+    def add_arguments(self, parser: CommandParser) -> None:
+        add_secrets_fd(parser)
+
     def handle(self, *args: Any, **options: Any) -> None:
+        secrets_fd = checked_secrets_fd(options.get("secrets_fd"))
         user_model = get_user_model()
         username = os.environ.get("ADMIN_USERNAME", "admin").strip()
         try:
@@ -48,6 +59,12 @@ class Command(OperatorCommand):
         if given:
             self.stdout.write(
                 f"Created superuser '{username}' with the password from ADMIN_PASSWORD."
+            )
+            return
+        if secrets_fd is not None:
+            hand_over_secret(secrets_fd, "admin_password", password)
+            self.stdout.write(
+                f"Created superuser '{username}'; its generated password went to --secrets-fd."
             )
             return
         self.stdout.write(

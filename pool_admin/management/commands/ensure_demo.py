@@ -5,7 +5,8 @@ It creates or brings up to date: the vendor key the emulator asks for (made once
 provider account ``demo``, its upstreams ``demo`` (HTTP, tinyproxy) and ``demo-socks5``
 (SOCKS5, microsocks) fetching from the emulator at ``URL`` and checking through each proxy
 against ``URL/healthz``, and the API client ``demo`` (may view the inventory). Its API key:
-``DEMO_API_KEY`` when set (in the project's key format), else one generated and printed once.
+``DEMO_API_KEY`` when set (in the project's key format), else one generated and printed once
+(with ``--secrets-fd``, handed over on that descriptor instead, as ``demo_api_key=...``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from pool_admin.bootstrap import get_scheduler
 from pool_admin.config.credential_store import CredentialStore
 from pool_admin.config.models import ApiClient, ApiKey, Credential, ProviderAccount, Upstream
 from pool_admin.demo_proxies import HTTP_USERS, SOCKS_SERVERS
-from pool_admin.management.cli import OperatorCommand, validation_text
+from pool_admin.management.cli import (
+    OperatorCommand,
+    add_secrets_fd,
+    checked_secrets_fd,
+    hand_over_secret,
+    validation_text,
+)
 
 #: The demo's sizes: twice the exits of each protocol (pool_admin/demo_proxies.py), so every
 #: fetch (every 10 s) has room to ask for all of them: the emulator hands out the same exits, and
@@ -40,12 +47,14 @@ class Command(OperatorCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--base-url", required=True, help="The web server's URL.")
+        add_secrets_fd(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         base = str(options["base_url"]).rstrip("/")
         parts = urlsplit(base)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.path:
             raise CommandError(f"--base-url must be http(s)://host:port, got {base!r}")
+        secrets_fd = checked_secrets_fd(options.get("secrets_fd"))
         given = os.environ.get("DEMO_API_KEY", "")
         if given:  # checked before anything changes
             try:
@@ -68,7 +77,7 @@ class Command(OperatorCommand):
             f"Demo provider: account {account.name!r}, upstreams "
             f"{', '.join(u.name for u in upstreams)} fetching from {base}/{demo.PATH}"
         )
-        self._key(client, base)
+        self._key(client, base, secrets_fd)
 
     def _account(self) -> ProviderAccount:
         credential = Credential.objects.filter(name=demo.CREDENTIAL).first()
@@ -123,7 +132,7 @@ class Command(OperatorCommand):
         client.allowed_upstreams.set(upstreams)
         return client
 
-    def _key(self, client: ApiClient, base: str) -> None:
+    def _key(self, client: ApiClient, base: str, secrets_fd: int | None) -> None:
         given = os.environ.get("DEMO_API_KEY", "")
         if given:
             try:
@@ -139,6 +148,10 @@ class Command(OperatorCommand):
             )
             return
         _, plaintext = ApiKey.objects.issue(client, name="demo")
+        if secrets_fd is not None:
+            hand_over_secret(secrets_fd, "demo_api_key", plaintext)
+            self.stdout.write("Demo API client 'demo': a key was issued, sent to --secrets-fd.")
+            return
         self.stdout.write(
             "Demo API client 'demo'. Its API key (shown only this once, store it now):\n"
             f"  {plaintext}\n"
