@@ -44,10 +44,11 @@ TAIL_LINES = 30
 TAIL_BYTES = 8192
 
 # A log level as our children write it: Django's and the gateway's "... WARNING name: ...",
-# Celery's "[...: WARNING/MainProcess]", granian's "[WARNING]". Searched only near the start of
-# a line, where the formats put it, so a message merely mentioning "error" is not taken.
-_LEVEL = re.compile(r"(?:^|[\s\[])(?:WARNING|ERROR|CRITICAL|FATAL)(?=[\s/\]:])")
+# Celery's "[...: WARNING/MainProcess]", granian's "[WARNING]". The first level word near the
+# start of a line is its level, so an INFO message mentioning "ERROR:" is not taken.
+_LEVEL = re.compile(r"(?:^|[\s\[])(DEBUG|INFO|WARNING|ERROR|CRITICAL|FATAL)(?=[\s/\]:])")
 _LEVEL_SPAN = 80
+_NOTABLE_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL", "FATAL"})
 _CHAINED = ("During handling of the above exception", "The above exception was the direct")
 
 
@@ -56,8 +57,10 @@ def log_name(child: str) -> str:
     return re.sub(r"\W+", "-", child.split(" (")[0]).strip("-").lower()
 
 
-def rotate_if_over(path: Path, limit: int = LOG_MAX_BYTES) -> bool:
-    """Copy ``path`` to ``<path>.1`` and truncate it when it is over ``limit`` bytes."""
+def rotate_if_over(path: Path, limit: int | None = None) -> bool:
+    """Copy ``path`` to ``<path>.1`` and truncate it when it is over ``limit`` bytes (default
+    ``LOG_MAX_BYTES``)."""
+    limit = LOG_MAX_BYTES if limit is None else limit
     try:
         if path.stat().st_size <= limit:
             return False
@@ -94,7 +97,8 @@ def tail(path: Path, lines: int = TAIL_LINES, max_bytes: int = TAIL_BYTES) -> li
 
 def is_notable(line: str) -> bool:
     """True for a line logged at WARNING or above."""
-    return _LEVEL.search(line[:_LEVEL_SPAN]) is not None
+    found = _LEVEL.search(line[:_LEVEL_SPAN])
+    return found is not None and found.group(1) in _NOTABLE_LEVELS
 
 
 class NotableLines:

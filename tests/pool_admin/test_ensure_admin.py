@@ -1,5 +1,6 @@
 """manage.py ensure_admin: creates once, idempotent, never prints a secret it did not make."""
 
+import os
 from io import StringIO
 
 import pytest
@@ -9,13 +10,14 @@ from django.core.management import CommandError, call_command
 from tests.harness.commands import manage
 
 
-def run(monkeypatch, **env):
+def run(monkeypatch, secrets_fd=None, **env):
     for name in ("ADMIN_USERNAME", "ADMIN_PASSWORD"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     out = StringIO()
-    call_command("ensure_admin", stdout=out)
+    options = {} if secrets_fd is None else {"secrets_fd": secrets_fd}
+    call_command("ensure_admin", stdout=out, **options)
     return out.getvalue()
 
 
@@ -61,3 +63,30 @@ def test_bad_username_exits_non_zero_with_one_line_reason():
     assert done.stderr.strip().splitlines() == [
         "CommandError: ADMIN_USERNAME 'no spaces allowed!' is not a valid username"
     ]
+
+
+@pytest.mark.django_db
+def test_with_secrets_fd_a_generated_password_goes_only_to_that_descriptor(monkeypatch):
+    """make run's way: the password comes back on a pipe for the terminal, never on stdout
+    (which make run writes to a log file)."""
+    read_end, write_end = os.pipe()
+    try:
+        out = run(monkeypatch, secrets_fd=write_end)
+        os.close(write_end)
+        write_end = -1
+        handed = os.read(read_end, 4096).decode()
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    name, _, password = handed.strip().partition("=")
+    assert name == "admin_password" and len(password) >= 20
+    assert password not in out and "went to --secrets-fd" in out
+    assert get_user_model().objects.get(username="admin").check_password(password)
+
+
+@pytest.mark.django_db
+def test_a_secrets_fd_that_is_not_open_is_refused_before_anything_changes(monkeypatch):
+    with pytest.raises(CommandError, match="--secrets-fd 987 is not an open file descriptor"):
+        run(monkeypatch, secrets_fd=987)
+    assert not get_user_model().objects.exists()
