@@ -1,7 +1,10 @@
-"""make run's launcher end to end: own servers, web + workers up, Ctrl-C leaves nothing behind."""
+"""make run's launcher end to end: own servers, web + workers up, a readable terminal with the
+full logs in files, Ctrl-C leaves nothing behind."""
 
 import os
+import pwd
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -30,6 +33,49 @@ def get(url):
         return None, ""
 
 
+def uid_of(pid):
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Uid:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no Uid line for {pid}")
+
+
+def nobody_can_run_this_python():
+    try:
+        done = subprocess.run([sys.executable, "-c", "0"], user="nobody", capture_output=True)
+    except PermissionError:
+        return False
+    return done.returncode == 0
+
+
+def small_open_file_limit():
+    # A real warning from a real child: a Celery worker logs one when its checks' sockets
+    # would not fit under the hard limit (pool_admin/celery.py, room_for_connections).
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))
+
+
+CHILDREN = {
+    "web (granian)": "web",
+    "fetch worker": "fetch-worker",
+    "check worker": "check-worker",
+    "upkeep worker": "upkeep-worker",
+    "celery beat": "celery-beat",
+    "metrics consumer": "metrics-consumer",
+    "gateway worker": "gateway-worker",
+}
+CELERY = ("fetch worker", "check worker", "upkeep worker", "celery beat")
+
+
+def wait_for(lines, pattern, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = re.search(pattern, "".join(lines))
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} on the terminal in {timeout} s:\n{''.join(lines)}")
+
+
 def pgid_of(pid):
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
@@ -43,15 +89,19 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
     run_dir = Path(tempfile.mkdtemp(prefix="pp-launch-"))
     run_dir.chmod(0o755)  # the postgres OS user must reach run_dir/postgres
     web = f"127.0.0.1:{free_port()}"
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("METRICS_REDIS_URL", "CELERY_BROKER_URL")
-    }
+    unset = ("METRICS_REDIS_URL", "CELERY_BROKER_URL", "DEMO_API_KEY", "RUN_USER")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(
         RUN_DIR=str(run_dir),
         WEB_BIND=web,
         REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",  # nothing answers: it starts its own
         DATABASE_URL=f"postgresql://postgres@127.0.0.1:{free_port()}/pool_admin",
         ADMIN_PASSWORD="Launcher-Test-Pass-1",
+        RUN_STATUS_INTERVAL_S="2",
+        # Free ports: another make run on the machine must not make this one fail.
+        GATEWAY_BIND=f"127.0.0.1:{free_port()}",
+        GATEWAY_SOCKS_BIND=f"127.0.0.1:{free_port()}",
+        GATEWAY_METRICS_BIND=f"127.0.0.1:{free_port()}",
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "pool_admin.launcher"],
@@ -61,6 +111,7 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        preexec_fn=small_open_file_limit,
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
@@ -80,10 +131,52 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         assert get(f"http://{web}/static/admin/css/base.css")[0] == 200  # whitenoise
 
         started = dict(re.findall(r"started (.+?) pid=(\d+)", "".join(lines)))
-        children = {"web (granian)", "fetch worker", "check worker", "upkeep worker",
-                    "celery beat", "metrics consumer"}  # fmt: skip
-        assert {"redis-server", "postgres", *children} <= set(started)
+        assert {"redis-server", "postgres", *CHILDREN} <= set(started)
         groups = {g for g in (pgid_of(int(pid)) for pid in started.values()) if g}
+
+        # One line per child as it starts, with its log file, which holds its output.
+        logs = run_dir / "logs"
+        starts = re.findall(
+            r"launcher: started (.+?) pid=\d+(?: user=\S+)? log=(\S+)\n", "".join(lines)
+        )
+        assert sorted(starts) == sorted(
+            (name, str(logs / f"{slug}.log")) for name, slug in CHILDREN.items()
+        )
+        # The banner: the admin, and an extract and a gateway curl with the demo key generated now.
+        output = "".join(lines)
+        assert (
+            f"admin      http://{web}/admin/   user admin, password from ADMIN_PASSWORD" in output
+        )
+        key = re.search(
+            r'extract    curl -s -H "Authorization: Bearer (pp_\w+)" .+ http://\S+/api/v1/extract\n',
+            output,
+        )[1]
+        assert (
+            f'gateway    curl -x http://{env["GATEWAY_BIND"]} --proxy-user "demo:{key}" http://{web}/healthz'
+            in output
+        )
+        inventory = urllib.request.Request(
+            f"http://{web}/api/v1/inventory", headers={"Authorization": f"Bearer {key}"}
+        )
+        with urllib.request.urlopen(inventory, timeout=5) as response:
+            assert response.status == 200
+        # After it: a child's warning, prefixed with its name, and the status line.
+        wait_for(lines, r"\nfetch worker: .*WARNING.*open files limited to 1024", 20)
+        wait_for(
+            lines, r"\nstatus: pool \d+ proxies, \d+ not extracted \| extract calls \S+/min", 10
+        )
+
+        # Celery runs unprivileged when the launcher is root, unless its interpreter is out of
+        # the unprivileged user's reach (then it says so, once).
+        uids = {name: uid_of(int(started[name])) for name in CELERY}
+        if os.geteuid() == 0:
+            falls_back = "warning: Celery runs as root: user nobody cannot import" in output
+            assert falls_back == (not nobody_can_run_this_python()), output
+            expected = 0 if falls_back else pwd.getpwnam("nobody").pw_uid
+            assert uids == dict.fromkeys(CELERY, expected)
+            assert output.count("Celery runs as root") == int(falls_back)
+        else:
+            assert uids == dict.fromkeys(CELERY, os.geteuid())
 
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=45) == 0
@@ -92,6 +185,18 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         assert "all stopped" in output
         assert not [g for g in groups if group_alive(g)], output
         assert "Launcher-Test-Pass-1" not in output
+        # Neither Celery's banner nor its line per task on the terminal; both in its logs.
+        for noise in ("-------------- fetches@", "[tasks]", "Task pool_admin.", "succeeded in"):
+            assert noise not in output
+        fetch_log = (logs / "fetch-worker.log").read_text()
+        assert "-------------- fetches@" in fetch_log and "[tasks]" in fetch_log
+        assert "Task pool_admin." in (logs / "upkeep-worker.log").read_text()
+        assert "Listening at" in (logs / "web.log").read_text()
+        # No secret in any log file: neither the password given nor the key generated.
+        written = {path.name: path.read_text(errors="replace") for path in logs.iterdir()}
+        assert {"setup.log", *(f"{slug}.log" for slug in CHILDREN.values())} <= set(written)
+        for name, text in written.items():
+            assert "Launcher-Test-Pass-1" not in text and key not in text, name
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
