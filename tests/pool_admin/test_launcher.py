@@ -257,3 +257,20 @@ def test_a_worker_raises_its_open_file_limit_to_what_its_checks_need():
         assert room_for_connections(512) == 512 == resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_failed_setup_step_shows_the_end_of_its_log(tmp_path):
+    """The step's output is in setup.log; its failure brings the log's last lines to the
+    terminal (bounded), so the error is seen without opening the file."""
+    from pool_admin.run_setup import LaunchError, manage
+
+    log = tmp_path / "logs" / "setup.log"
+    with pytest.raises(LaunchError) as failed:
+        manage("ensure_demo", "--base-url", "ftp://nowhere", log_path=log)
+    message = str(failed.value)
+    assert message.startswith(f"manage.py ensure_demo failed with exit 1; the end of {log}:\n")
+    assert (
+        "    CommandError: --base-url must be http(s)://host:port, got 'ftp://nowhere'" in message
+    )
+    assert "--base-url must be" in log.read_text()
+    assert len(message.splitlines()) <= 31
