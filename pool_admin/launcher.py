@@ -416,6 +416,7 @@ def main() -> int:
             stop.check()
             secrets.update(manage(*step, log_path=logs_dir / "setup.log"))
         run_as, warning = celery_user(REPO_DIR, dict(os.environ))
+        stop.check()  # a Ctrl-C during the probe is no reason to warn
         if warning:
             say(f"warning: {warning}")
         for name, argv in child_commands(bind):

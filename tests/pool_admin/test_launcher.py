@@ -40,9 +40,17 @@ def uid_of(pid):
     raise AssertionError(f"no Uid line for {pid}")
 
 
-def nobody_can_run_this_python():
+def nobody_can_run_the_celery_app():
     try:
-        done = subprocess.run([sys.executable, "-c", "0"], user="nobody", capture_output=True)
+        done = subprocess.run(
+            [sys.executable, "-c", "import pool_admin.celery"],
+            cwd=REPO,
+            user="nobody",
+            group=pwd.getpwnam("nobody").pw_gid,
+            extra_groups=[],
+            capture_output=True,
+            timeout=60,
+        )
     except PermissionError:
         return False
     return done.returncode == 0
@@ -171,7 +179,7 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         uids = {name: uid_of(int(started[name])) for name in CELERY}
         if os.geteuid() == 0:
             falls_back = "warning: Celery runs as root: user nobody cannot import" in output
-            assert falls_back == (not nobody_can_run_this_python()), output
+            assert falls_back == (not nobody_can_run_the_celery_app()), output
             expected = 0 if falls_back else pwd.getpwnam("nobody").pw_uid
             assert uids == dict.fromkeys(CELERY, expected)
             assert output.count("Celery runs as root") == int(falls_back)
@@ -274,3 +282,18 @@ def test_a_failed_setup_step_shows_the_end_of_its_log(tmp_path):
     )
     assert "--base-url must be" in log.read_text()
     assert len(message.splitlines()) <= 31
+
+
+def test_a_bad_status_interval_stops_the_launcher_before_it_starts_anything(tmp_path):
+    env = {**os.environ, "RUN_DIR": str(tmp_path / "run"), "RUN_STATUS_INTERVAL_S": "soon"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pool_admin.launcher"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "RUN_STATUS_INTERVAL_S must be" in done.stdout, done.stdout + done.stderr
+    assert not (tmp_path / "run").exists()
