@@ -181,6 +181,8 @@ def spawn(
     try:
         if log_path is not None:
             log = open_log(log_path, name)
+        # Read from here on: measured before the child can write its first line.
+        start = os.fstat(log.fileno()).st_size if log else 0
         proc = subprocess.Popen(  # noqa: S603
             argv,
             cwd=REPO_DIR,
@@ -190,7 +192,6 @@ def spawn(
             start_new_session=True,
             **extra,
         )
-        start = os.fstat(log.fileno()).st_size if log else 0
     finally:
         if log is not None:
             log.close()  # the child has its own copy of the descriptor
