@@ -14,6 +14,11 @@ def main() -> None:
     try:
         execute_from_command_line(sys.argv)
     except EnvError as exc:  # raised while settings load: a one-line reason, not a traceback
+        if sys.argv[1:2] == ["doctor"]:  # the doctor's own report: its config check failed
+            from pool_admin.doctor.findings import settings_refused
+
+            print(settings_refused(str(exc), as_json="--json" in sys.argv))
+            sys.exit(1)
         sys.exit(f"manage.py: configuration: {exc} (README, Configuration)")
 
 

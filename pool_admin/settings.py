@@ -96,6 +96,9 @@ CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", REDIS_URL, _REDIS_SCHEMES)
 # CELERY_BROKER_URL environment variable before its configuration's broker_url
 # (celery.app.utils.Settings.broker_url), so the kombu form goes in the read and write URLs,
 # which it takes before either.
+# The broker's Redis as configured (CELERY_BROKER_URL may become kombu's form below): what
+# `manage.py doctor` connects to.
+BROKER_REDIS_URL = CELERY_BROKER_URL
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if is_sentinel_url(CELERY_BROKER_URL):
     CELERY_BROKER_URL, CELERY_BROKER_TRANSPORT_OPTIONS = kombu_sentinel(CELERY_BROKER_URL)
@@ -308,7 +311,14 @@ CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# django-celery-beat's database scheduler, writing beat's heartbeat every BEAT_HEARTBEAT_S
+# (pool_admin/beat.py); `manage.py doctor` fails beat when the heartbeat is older than
+# BEAT_HEARTBEAT_MAX_AGE_S.
+CELERY_BEAT_SCHEDULER = "pool_admin.beat:Scheduler"
+BEAT_HEARTBEAT_S = env_int("BEAT_HEARTBEAT_S", 5, minimum=1, maximum=300)
+BEAT_HEARTBEAT_MAX_AGE_S = env_int("BEAT_HEARTBEAT_MAX_AGE_S", 30, minimum=2, maximum=3_600)
+if BEAT_HEARTBEAT_MAX_AGE_S <= BEAT_HEARTBEAT_S:
+    raise EnvError("BEAT_HEARTBEAT_MAX_AGE_S must be longer than BEAT_HEARTBEAT_S")
 # Vendor fetches have a queue and a worker of their own, many threads: a fetch waits on its
 # vendor (up to its upstream's deadline) and must hold up neither other accounts' fetches nor
 # the dispatches, sweeps and ownership expiry on the default queue (their own worker).

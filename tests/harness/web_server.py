@@ -32,7 +32,7 @@ def project_web_server(
     ``workers`` workers, on the test database and the pool under ``prefix``, with ``env`` added
     to its environment; its log is ``run_dir / "web.log"``. ``port``: that one (a server
     started again where its clients expect it), else a free one."""
-    env = {**_project_env(redis_url, prefix, run_dir), **(env or {})}
+    env = {**project_env(redis_url, prefix, run_dir), **(env or {})}
     command = partial(_web_command, workers=workers)
     with serving(command, run_dir / "web.log", env, port=port) as bound:
         yield bound
@@ -42,7 +42,7 @@ def _web_command(port: int, workers: int) -> list[str]:
     return web_command(f"127.0.0.1:{port}", workers)
 
 
-def _project_env(redis_url: str, prefix: str, run_dir: Path) -> dict[str, str]:
+def project_env(redis_url: str, prefix: str, run_dir: Path) -> dict[str, str]:
     return {
         **os.environ,
         "DATABASE_URL": database_url_of_test_db(),

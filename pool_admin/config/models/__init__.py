@@ -12,6 +12,7 @@ from pool_admin.config.models.applied import AppliedEntry
 from pool_admin.config.models.base import LABEL_HELP, LABEL_RE, PROTOCOL_CHOICES, validate_label
 from pool_admin.config.models.clients import ApiClient, ApiKey
 from pool_admin.config.models.credentials import Credential
+from pool_admin.config.models.heartbeats import Heartbeat
 from pool_admin.config.models.upstreams import Upstream
 from pool_admin.config.models.usage import (
     ClientDraws,
@@ -42,6 +43,7 @@ __all__ = [
     "GatewayTicks",
     "GatewayTraffic",
     "GatewayWorker",
+    "Heartbeat",
     "ProviderAccount",
     "Upstream",
     "UpstreamChecks",

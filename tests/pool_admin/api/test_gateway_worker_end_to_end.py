@@ -8,10 +8,8 @@ history. Stopped, it lets a tunnel in flight finish and exits cleanly."""
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -35,6 +33,7 @@ from tests.harness.gateway_fixtures import (
     tinyproxy,
     tls_target,
 )
+from tests.harness.gateway_process import gateway_worker_process
 from tests.harness.metrics import drain_metrics, wait_until
 from tests.harness.web_server import project_web_server
 
@@ -100,23 +99,8 @@ def running_worker(
     """``python -m gateway_runtime`` as worker edge-1 of the control plane on ``control_port``:
     the process and its ports."""
     w = make_worker()
-    ports = {"http": free_port(), "socks": free_port(), "metrics": free_port()}
-    env = {**os.environ, "GATEWAY_TOKEN": w.plaintext}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gateway_runtime", "--control-url",
-         f"http://127.0.0.1:{control_port}", "--http-bind", f"127.0.0.1:{ports['http']}",
-         "--socks-bind", f"127.0.0.1:{ports['socks']}",
-         "--metrics-bind", f"127.0.0.1:{ports['metrics']}", "--drain-timeout", "5"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
+    with gateway_worker_process(control_port, w.plaintext) as (proc, ports):
         yield proc, {**ports, "worker": w}
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 @pytest.fixture
