@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from activity import redis_url
 from pool_admin.doctor import processes, stores
 from pool_admin.doctor.findings import Check
 
@@ -18,6 +19,9 @@ def all_checks() -> list[Check]:
     ]
     for role, url in stores.redis_roles():
         checks.append(Check(f"redis:{role}", stores.check_redis(role, url), REDIS_FIX))
+    for role, url in stores.redis_roles():
+        if redis_url.is_sentinel_url(url):
+            checks.append(Check(f"sentinel:{role}", stores.check_sentinels(role, url), REDIS_FIX))
     for role, url in stores.redis_roles():
         if role in stores.LIBRARIES:
             check = stores.check_libraries(role, url)

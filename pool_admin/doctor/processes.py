@@ -16,9 +16,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 
-from activity import redis_url
 from pool_admin.doctor.findings import Finding, fail, ok, warn
-from pool_admin.doctor.stores import IO_TIMEOUT_S
+from pool_admin.doctor.stores import IO_TIMEOUT_S, connect_once
 
 #: Entries not yet delivered to the consumer group before the doctor warns (a few seconds of a
 #: busy deployment's events: the consumer applies thousands a second).
@@ -85,11 +84,7 @@ def check_beat(now: datetime | None = None) -> Sequence[Finding]:
 
 def check_consumer() -> Sequence[Finding]:
     """The usage stream's consumer group: a consumer reading lately, its lag, dead letters."""
-    client = redis_url.connect(
-        settings.METRICS_REDIS_URL,
-        socket_timeout=IO_TIMEOUT_S,
-        socket_connect_timeout=IO_TIMEOUT_S,
-    )
+    client = connect_once(settings.METRICS_REDIS_URL)
     fix = "start `manage.py consume_metrics` (docs/DEPLOY.md)"
     try:
         groups: Any = (

@@ -14,6 +14,8 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from activity import redis_url
 from activity.lua_functions import FunctionLibrary, library
@@ -32,6 +34,9 @@ MIN_REDIS = (7, 0)
 #: pool takes "now" from each caller's clock; ownership leases last seconds (the manager ticks
 #: every 2 s), so a host some seconds off expires or keeps them early or late.
 CLOCK_WARN_S, CLOCK_FAIL_S = 1.0, 5.0
+#: One try per command: redis-py retries a refused connection with back-off by default, and a
+#: doctor wants the first answer, whatever it is.
+ONE_TRY = Retry(NoBackoff(), 0)
 #: Function libraries each role's Redis carries, by role.
 LIBRARIES: dict[str, tuple[FunctionLibrary, ...]] = {
     "pool": (POOL_LIBRARY, SCHEDULER_LIBRARY, LEASE_LIBRARY),
@@ -107,8 +112,11 @@ def redis_roles() -> list[tuple[str, str]]:
     ]
 
 
-def _client(url: str) -> redis.Redis:
-    return redis_url.connect(url, socket_timeout=IO_TIMEOUT_S, socket_connect_timeout=IO_TIMEOUT_S)
+def connect_once(url: str) -> redis.Redis:
+    """A client on ``url`` for one check: short timeouts, one try per command."""
+    return redis_url.connect(
+        url, socket_timeout=IO_TIMEOUT_S, socket_connect_timeout=IO_TIMEOUT_S, retry=ONE_TRY
+    )
 
 
 def _where(url: str) -> str:
@@ -121,7 +129,7 @@ def check_redis(role: str, url: str) -> Callable[[], Sequence[Finding]]:
     """A check of one role's Redis: reachable, its version, and what the role needs of it."""
 
     def run() -> Sequence[Finding]:
-        client = _client(url)
+        client = connect_once(url)
         try:
             info: dict[str, Any] = client.info()
             saves = _config(client, "save")
@@ -178,11 +186,103 @@ def _judge(role: str, url: str, info: dict[str, Any], saves: str | None) -> Find
     return ok(name, head)
 
 
+def check_sentinels(role: str, url: str) -> Callable[[], Sequence[Finding]]:
+    """A Sentinel-managed role: the Sentinels that answer, whether they agree on the master,
+    whether they can still fail it over (CKQUORUM), and whether it has a replica to go to."""
+
+    def run() -> Sequence[Finding]:
+        target = redis_url.parse_sentinel_url(url)
+        masters, quorum, replicas, silent = set(), [], 0, []
+        for host, port in target.sentinels:
+            client = redis.Redis(
+                host,
+                port,
+                socket_timeout=SENTINEL_TIMEOUT_S,
+                socket_connect_timeout=SENTINEL_TIMEOUT_S,
+                retry=ONE_TRY,
+            )
+            try:
+                address: Any = client.sentinel_get_master_addr_by_name(target.master)
+                masters.add(None if address is None else f"{_text(address[0])}:{address[1]}")
+                quorum.append(_ckquorum(client, target.master))
+                listed: Any = client.sentinel_slaves(target.master)
+                replicas = max(replicas, sum(not _down(r) for r in listed))
+            except redis.RedisError:
+                silent.append(f"{host}:{port}")
+            finally:
+                client.close()
+        return [_judge_sentinels(role, target.master, len(target.sentinels), masters, quorum,
+                                 replicas, silent)]  # fmt: skip
+
+    return run
+
+
+#: Seconds each Sentinel has to answer (a Sentinel answers from memory).
+SENTINEL_TIMEOUT_S = 1.0
+
+
+def _ckquorum(client: redis.Redis, master: str) -> bool:
+    # redis-py reads the reply as a plain "OK" (bool_ok), but a Sentinel answers "OK 3 usable
+    # Sentinels. ...", which would read as False: take the reply as it comes.
+    client.set_response_callback("SENTINEL CKQUORUM", lambda reply, **options: reply)
+    try:
+        reply: Any = client.sentinel_ckquorum(master)
+    except redis.ResponseError:  # NOQUORUM: too few Sentinels can authorise a failover
+        return False
+    return _text(reply).startswith("OK")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _down(replica: dict[str, Any]) -> bool:
+    flags = str(replica.get("flags", ""))
+    return "s_down" in flags or "o_down" in flags or "disconnected" in flags
+
+
+def _judge_sentinels(
+    role: str,
+    master: str,
+    configured: int,
+    masters: set[str | None],
+    quorum: list[bool],
+    replicas: int,
+    silent: list[str],
+) -> Finding:
+    name = f"sentinel:{role}"
+    answered = configured - len(silent)
+    head = f"{answered} of {configured} Sentinels answer"
+    fix = "start the Sentinels, or correct the redis+sentinel:// URL's hosts and master name"
+    if not answered:
+        return fail(name, f"no Sentinel answers ({', '.join(silent)})", fix)
+    if None in masters:
+        return fail(name, f"{head}; some do not know master {master!r}", fix)
+    if len(masters) > 1:
+        named = ", ".join(sorted(map(str, masters)))
+        return fail(
+            name,
+            f"{head}, naming different masters for {master!r}: {named}",
+            "wait for the failover to settle; if it does not, read the Sentinels' logs",
+        )
+    where = f"master {master!r} at {next(iter(masters))}, {replicas} replica(s) up"
+    if not any(quorum):
+        return fail(
+            name,
+            f"{head}; {where}; too few Sentinels to agree on a failover (CKQUORUM)",
+            "start more Sentinels: a failover needs the quorum and a majority of them",
+        )
+    if silent or replicas == 0:
+        problem = f"silent: {', '.join(silent)}" if silent else "no replica to fail over to"
+        return warn(name, f"{head}; {where}; {problem}", "start the missing Sentinel or replica")
+    return ok(name, f"{head}; {where}")
+
+
 def check_libraries(role: str, url: str) -> Callable[[], Sequence[Finding]]:
     """The role's function libraries: this code's version loaded, and any other versions."""
 
     def run() -> Sequence[Finding]:
-        client = _client(url)
+        client = connect_once(url)
         try:
             found = []
             for spec in LIBRARIES[role]:
@@ -227,7 +327,7 @@ def _judge_libraries(role: str, found: list[tuple[str, str, list[str]]]) -> Find
 
 def check_clock(url: str, now: Callable[[], float] = time.time) -> Sequence[Finding]:
     """This host's clock against the pool's Redis server time (TIME, halfway through the call)."""
-    client = _client(url)
+    client = connect_once(url)
     try:
         before = now()
         seconds, micros = client.time()
