@@ -17,6 +17,7 @@ import signal
 import sys
 from pathlib import Path
 
+from gateway_runtime.control_tls import TLSConfigError, control_tls_context
 from gateway_runtime.server.config import DEFAULT_DENY_PORTS, Limits
 from gateway_runtime.server.worker import Bind, Worker, WorkerSettings
 
@@ -46,6 +47,24 @@ def _parser() -> argparse.ArgumentParser:
         default=env("GATEWAY_TOKEN_FILE"),
         help="a file holding the worker's token (GATEWAY_TOKEN_FILE; or the "
         "token itself in GATEWAY_TOKEN)",
+    )
+    parser.add_argument(
+        "--control-ca",
+        default=env("GATEWAY_CONTROL_CA"),
+        help="a PEM file of the CA the control plane's certificate must chain to "
+        "(GATEWAY_CONTROL_CA; default: the system's CAs)",
+    )
+    parser.add_argument(
+        "--client-cert",
+        default=env("GATEWAY_CLIENT_CERT"),
+        help="the worker's certificate (PEM) for mutual TLS with the control plane "
+        "(GATEWAY_CLIENT_CERT; with --client-key)",
+    )
+    parser.add_argument(
+        "--client-key",
+        default=env("GATEWAY_CLIENT_KEY"),
+        help="the worker's private key (PEM, unencrypted, not readable by others; "
+        "GATEWAY_CLIENT_KEY)",
     )
     parser.add_argument(
         "--http-bind",
@@ -117,6 +136,12 @@ def settings_from(
     if not str(args.control_url).startswith(("http://", "https://")):
         raise ConfigError("--control-url must be an http:// or https:// URL")
     token = _token(args.token_file, environ)
+    try:
+        tls = control_tls_context(args.control_ca, args.client_cert, args.client_key)
+    except TLSConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    if tls is not None and not str(args.control_url).startswith("https://"):
+        raise ConfigError("--control-url must be https:// when a CA or client certificate is set")
     ports = [p.strip() for p in str(args.deny_ports).split(",") if p.strip()]
     if not all(p.isascii() and p.isdigit() for p in ports):
         raise ConfigError("--deny-ports: whole port numbers, comma-separated")
@@ -138,6 +163,7 @@ def settings_from(
             socks=Bind.parse(args.socks_bind) if args.socks_bind else None,
             metrics=Bind.parse(args.metrics_bind) if args.metrics_bind else None,
             limits=limits,
+            control_tls=tls,
         )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

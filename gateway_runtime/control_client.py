@@ -29,6 +29,7 @@ import dataclasses
 import json
 import logging
 import random
+import ssl
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -64,12 +65,18 @@ RESEQUENCE = frozenset({"sequence_regression", "sequence_conflict", "sequence_ga
 
 class ControlError(Exception):
     """The control plane refused a call, or could not be reached (``code``: its problem code,
-    or ``unreachable``, ``unexpected_answer``)."""
+    or ``unreachable``, ``tls_failed``, ``unexpected_answer``; ``detail``: for ``tls_failed``,
+    OpenSSL's reason, e.g. ``CERTIFICATE_VERIFY_FAILED``)."""
 
-    def __init__(self, code: str, status: int = 0) -> None:
-        super().__init__(f"control plane: {code}" + (f" ({status})" if status else ""))
+    def __init__(self, code: str, status: int = 0, detail: str = "") -> None:
+        super().__init__(
+            f"control plane: {code}"
+            + (f" ({status})" if status else "")
+            + (f": {detail}" if detail else "")
+        )
         self.code = code
         self.status = status
+        self.detail = detail
 
 
 @dataclass(slots=True)
@@ -103,12 +110,16 @@ class ControlClient:
         timeout: float = 10.0,
         transport: httpx.AsyncBaseTransport | None = None,
         traffic: TrafficCounter | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: the context for an https:// ``base_url`` (its CA, the worker's certificate:
+        gateway_runtime/control_tls.py); None: the system's CAs, no client certificate."""
         self._http = httpx.AsyncClient(
             base_url=base_url.rstrip("/") + BASE_PATH,
             headers={"Authorization": f"Bearer {token}"},
             timeout=timeout,
             transport=transport,
+            verify=tls if tls is not None else True,
         )
         self._store = store
         self.session_id: str | None = None
@@ -219,6 +230,8 @@ class ControlClient:
         due = {"heartbeat": 0.0, "snapshot": 0.0, "report": 0.0}
         backoff = 0.0
         loop = asyncio.get_running_loop()
+        #: The last failure logged: a run of the same one is logged once, not at each retry.
+        failing: str | None = None
         while not stop.is_set():
             now = loop.time()
             try:
@@ -230,7 +243,14 @@ class ControlClient:
                         await self._step(name)
                         due[name] = now + getattr(self.intervals, name)
                 backoff = 0.0
+                if failing is not None:
+                    logger.warning("control plane reached again")
+                    failing = None
             except ControlError as exc:
+                if str(exc) != failing:
+                    # The code, status and TLS reason only: an answer's body is never logged.
+                    logger.warning("%s; retrying with backoff", exc)
+                    failing = str(exc)
                 if exc.code in REOPEN or exc.code in RESEQUENCE:
                     self.session_id = None
                 elif exc.code in REFETCH:
@@ -275,7 +295,10 @@ class ControlClient:
                 method, path, json=json_body, content=content, headers=sent
             ) as response:
                 body = await _bounded(response, max_body)
-        except httpx.HTTPError:
+        except httpx.HTTPError as exc:
+            reason = _tls_reason(exc)
+            if reason is not None:
+                raise ControlError("tls_failed", detail=reason) from None
             raise ControlError("unreachable") from None
         answer = Answer(response.status_code, response.headers, body)
         if answer.status in (200, 304):
@@ -284,6 +307,19 @@ class ControlClient:
         if answer.headers.get("Content-Type", "").startswith("application/problem+json"):
             code = str(_json(answer).get("code", code))
         raise ControlError(code, answer.status)
+
+
+def _tls_reason(exc: BaseException) -> str | None:
+    """OpenSSL's reason when a TLS error caused ``exc`` (a short constant naming no secret),
+    else None."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # a cause chain is short; the bound keeps a cycle from looping
+        if seen is None:
+            return None
+        if isinstance(seen, ssl.SSLError):
+            return str(seen.reason or type(seen).__name__)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -64,6 +65,8 @@ class WorkerSettings:
     metrics: Bind | None = None
     limits: Limits = field(default_factory=Limits)
     control_timeout: float = 10.0
+    #: The TLS to the control plane (gateway_runtime/control_tls.py); None: the system's CAs.
+    control_tls: ssl.SSLContext | None = field(default=None, repr=False)
 
 
 class Worker:
@@ -80,6 +83,7 @@ class Worker:
             self.store,
             traffic=self.traffic,
             timeout=settings.control_timeout,
+            tls=settings.control_tls,
         )
         self._http = HttpListener(self.gateway)
         self._socks = SocksListener(self.gateway)
