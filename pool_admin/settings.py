@@ -29,6 +29,7 @@ from activity.redis_url import is_sentinel_url, kombu_sentinel
 from activity.types import PoolOptions
 from pool_admin import defaults
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
+from pool_admin.proxy_headers import parse_networks
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(env_str("RUN_DIR", str(BASE_DIR / ".run")))
@@ -61,6 +62,16 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 WEB_THREADS = env_int("WEB_THREADS", defaults.WEB_THREADS, minimum=1)
 WEB_BODY_TIMEOUT_S = env_int("WEB_BODY_TIMEOUT_S", defaults.WEB_BODY_TIMEOUT_S, minimum=1)
 WEB_ACCESS_LOG = env_bool("WEB_ACCESS_LOG", True)
+# The reverse proxies in front of the web servers (deploy/nginx/proxypool.conf): only a request
+# from an address in these networks has its client's address (X-Real-IP) and scheme
+# (X-Forwarded-Proto) believed; from anywhere else both are dropped (pool_admin/proxy_headers.py).
+# Empty (the default): nothing is believed, the peer is the client.
+try:
+    WEB_TRUSTED_PROXIES = parse_networks(
+        [text for text in env_str("WEB_TRUSTED_PROXIES", "").split(",") if text.strip()]
+    )
+except ValueError as _exc:
+    raise EnvError(f"WEB_TRUSTED_PROXIES: {_exc}") from None
 # The demo provider (pool_admin/demo.py): its vendor emulator answers only when this is on;
 # ``make run`` turns it on unless DEMO=0.
 DEMO = env_bool("DEMO", False)
@@ -191,8 +202,8 @@ MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
 # Admin login throttling (django-axes): 5 wrong passwords for one username from one address
 # lock that pair out for 15 minutes (429); a successful login clears its failures. Operators see
 # attempts and lockouts in the admin (Axes: access attempts, failures, logs) and lift one by
-# deleting its attempt there or with `manage.py axes_reset`. The address is REMOTE_ADDR: behind a
-# proxy, configure AXES_IPWARE_* (django-ipware) before relying on the address part.
+# deleting its attempt there or with `manage.py axes_reset`. The address is REMOTE_ADDR: behind
+# the reverse proxy, the client's when the proxy is in WEB_TRUSTED_PROXIES.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out pair before any check
     "django.contrib.auth.backends.ModelBackend",
