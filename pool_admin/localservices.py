@@ -142,8 +142,11 @@ def chromium_binary() -> str | None:
 
 
 #: What the tests need besides: installed by ``install --tests`` (``make test``), not by
-#: ``make run``.
-TEST_PACKAGES: dict[str, Callable[[], object]] = {"chromium": chromium_binary}
+#: ``make run``. nginx: the production layout's reverse proxy (tests/deploy/test_layout.py).
+TEST_PACKAGES: dict[str, Callable[[], object]] = {
+    "chromium": chromium_binary,
+    "nginx": lambda: forward_proxy_binary("nginx"),
+}
 
 
 def ensure_installed(wanted: dict[str, Callable[[], object]] | None = None) -> None:
@@ -486,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         "install", help="apt-get install the servers the project runs, if missing"
     )
     install.add_argument(
-        "--tests", action="store_true", help="and what the tests need besides (Chromium)"
+        "--tests", action="store_true", help="and what the tests need besides (Chromium, nginx)"
     )
     sub.add_parser("status", help="say whether REDIS_URL and DATABASE_URL answer")
     args = parser.parse_args(argv)
