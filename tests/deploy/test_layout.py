@@ -28,7 +28,7 @@ from cryptography.fernet import Fernet
 
 from pool_admin.config.models import Upstream, WorkerGroup
 from pool_admin.demo_proxies import DemoProxies
-from pool_admin.launcher import Child, child_commands, web_command
+from pool_admin.launcher import Child, child_commands, group_alive, web_command
 from pool_admin.localservices import free_port, redis_server_binary
 from tests.harness.commands import database_url_of_test_db
 from tests.harness.http_target import HttpTarget
@@ -146,7 +146,8 @@ class Layout:
         directory.mkdir()
         text = replace_each((DEPLOY / "redis" / "metrics.conf").read_text(), {
             "bind 0.0.0.0": "bind 127.0.0.1", "port 6380": f"port {port}",
-            "dir /var/lib/redis-metrics": f"dir {directory}",
+            "dir /var/lib/redis/metrics": f"dir {directory}",
+            "pidfile /run/redis-metrics/": f"pidfile {directory}/",
             "requirepass CHANGE-ME": f"requirepass {password}",
         }, "deploy/redis/metrics.conf")  # fmt: skip
         config = directory / "redis.conf"
@@ -213,7 +214,7 @@ def layout():
 
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
-def test_the_layout_comes_up_from_its_files_serves_and_stops(layout: Layout):
+def test_the_layout_comes_up_from_its_files_serves_and_stops(layout: Layout, capsys):
     paths, runner = layout.paths, layout.runner
     nginx_binary()  # installed by localservices install --tests, else a clear failure now
     with SentinelDeployment(paths.root / "redis") as sentinel, HttpTarget() as target:
@@ -277,6 +278,8 @@ def test_the_layout_comes_up_from_its_files_serves_and_stops(layout: Layout):
             runner.stop()
         killed = [c.name for c in children if c.proc.returncode == -signal.SIGKILL]
         assert not killed, f"had to be killed: {killed}"
+        assert "did not stop" not in capsys.readouterr().out  # no group needed a SIGKILL
+        assert not [c.name for c in children if group_alive(c.pgid)]
         for name, (_, token) in gateways.items():
             log = runner.log("proxypool-gateway@.service", name).read_text()
             assert token not in log and "stopped" in log, log[-2000:]
