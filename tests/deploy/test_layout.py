@@ -17,7 +17,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -199,17 +198,13 @@ class Layout:
 
 
 @pytest.fixture
-def layout():
-    # Not under pytest's tmp_path: a Unix path in it (nginx, Redis) could pass 108 bytes.
-    root = Path(tempfile.mkdtemp(prefix="pp-layout-"))
-    made = Layout(root)
+def layout(tmp_path):
+    """Under tmp_path, so a failed run's logs stay for reading (pytest keeps the last three)."""
+    made = Layout(tmp_path)
     try:
         yield made
     finally:
         made.runner.stop()
-        import shutil
-
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.slow
