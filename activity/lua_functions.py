@@ -99,11 +99,15 @@ class Scripts:
             raise StoreUnavailable("Redis refused a read") from exc
         return None if raw is None else orjson.loads(raw)
 
-    def call(self, name: str, *args: object, retry_safe: bool = False) -> Any:
+    def call(
+        self, name: str, *args: object, retry_safe: bool = False, history: bool = False
+    ) -> Any:
         """Run one script; a dropped connection is retried once when the call is replay-safe.
 
         ``retry_safe`` calls carry an operation ID, so a script that committed before the
         connection broke answers the retry from its stored result and changes nothing twice.
+        ``history`` calls get the replication ID of the server their connection reached as
+        their last argument (``redis_transport.replication_id``), learned when it connected.
         """
         check_deadline()
         argv = [_arg(a) for a in args]
@@ -111,7 +115,7 @@ class Scripts:
         loaded = False
         while True:
             try:
-                raw = self._fcall(name, argv)
+                raw = self._fcall(name, argv, history)
                 break
             except _TRANSIENT as exc:
                 attempts -= 1
@@ -143,10 +147,12 @@ class Scripts:
         self._client.function_load(self._code, replace=True)  # never ran: calling again is safe
         return self._fcall(name, argv)
 
-    def _fcall(self, name: str, argv: list[str | int | float | bytes]) -> Any:
-        return pooled_call(
-            self._client.connection_pool, "FCALL", f"{name}_{self._suffix}", 1, self._meta, *argv
-        )
+    def _fcall(
+        self, name: str, argv: list[str | int | float | bytes], history: bool = False
+    ) -> Any:
+        function = f"{name}_{self._suffix}"
+        pool = self._client.connection_pool
+        return pooled_call(pool, "FCALL", function, 1, self._meta, *argv, history=history)
 
     def _load(self) -> None:
         try:

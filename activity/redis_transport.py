@@ -39,12 +39,16 @@ except ImportError:  # redis-py packs it then
     _hiredis_pack = None
 
 
-def pooled_call(pool: redis.ConnectionPool, *command: Any) -> Any:
+def pooled_call(pool: redis.ConnectionPool, *command: Any, history: bool = False) -> Any:
+    """``history``: the connection's replication ID (``replication_id``) is sent as the
+    command's last argument."""
     try:
         conn = pool.get_connection()
     except redis.TimeoutError as exc:
         _raise_if_past_deadline(exc, "while connecting; nothing was sent")
         raise
+    if history:
+        command = (*command, replication_id(conn))
     try:
         if _hiredis_pack is not None:
             conn.send_packed_command([_hiredis_pack(command)], check_health=False)  # type: ignore[no-untyped-call]
@@ -105,6 +109,41 @@ def bounded_client(client: redis.Redis, timeout: timedelta) -> redis.Redis:
     return redis.Redis(connection_pool=pool)
 
 
+def replication_id(conn: object) -> str:
+    """The replication ID of the server ``conn`` is connected to, as it was when the connection
+    was made (``_LearnsHistory``); "" when unknown (a replica, INFO refused, another client)."""
+    return getattr(conn, "replid", "")
+
+
+class _LearnsHistory(AbstractConnection):
+    """Mixed in before any redis-py connection class: each new connection asks its server for
+    ``INFO replication`` once, after the handshake, and keeps the master's replication ID
+    (``master_replid``). It changes when a replica is promoted and when a server restarts, so a
+    caller can tell that it now talks to another history than the one its data was written
+    under (docs/activity-pool.md "Generation"). Once per connection, never per command."""
+
+    replid = ""
+
+    def on_connect_check_health(self, check_health: bool = True) -> None:
+        super().on_connect_check_health(check_health)
+        self.replid = ""
+        self.send_command("INFO", "replication", check_health=False)  # type: ignore[no-untyped-call]
+        try:
+            info = self.read_response()
+        except redis.ResponseError:
+            return  # INFO refused (an ACL without it): no history to compare, nothing breaks
+        self.replid = _master_replid(info)
+
+
+def _master_replid(info: bytes | str) -> str:
+    text = info.decode() if isinstance(info, bytes) else info
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    # A replica's master_replid is its master's: only a master's own history counts.
+    if fields.get("role") != "master":
+        return ""
+    return fields.get("master_replid", "").strip()
+
+
 class _DeadlineBound(AbstractConnection):
     """Mixed in before any redis-py connection class (TCP, TLS, Unix socket): the time left
     before the active deadline bounds each wait on the socket.
@@ -157,4 +196,4 @@ def _deadline_bound(connection_class: type[AbstractConnection]) -> type[Abstract
     if issubclass(connection_class, _DeadlineBound):
         return connection_class
     name = f"DeadlineBound{connection_class.__name__}"
-    return type(name, (_DeadlineBound, connection_class), {})
+    return type(name, (_DeadlineBound, _LearnsHistory, connection_class), {})

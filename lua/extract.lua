@@ -13,13 +13,17 @@
 --          in ms), or "" for none: every call takes one call unit first, once (a replay and a
 --          conflict too; not this call's own retry); count more proxies must fit; the returned
 --          are charged
--- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON array], requested},
---          "generation": the pool generation (pool_generation, seeded by this call's nonce)}}
+-- ARGV[16] the server's replication ID as the connection learned it ("" unknown): see
+--          pool_generation in lua/lib/core.lua
+-- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON array], requested,
+--          generation: the generation its proxies were handed out under (absent in results
+--          stored before it was kept)}, "generation": the pool generation now
+--          (pool_generation, seeded by this call's nonce)}}
 -- Errors: quota_exceeded (reason calls or proxies) {retry_after_ms, left}: nothing changed but
 --         the call unit of a call refused for its proxies; idempotency_conflict,
 --         scan_budget_exhausted (never reported as "not enough"),
 --         insufficient_inventory {requested, available}, layout_mismatch
-assert(#KEYS == 1 and #ARGV == 15, 'extract: arity')
+assert(#KEYS == 1 and #ARGV == 16, 'extract: arity')
 local now, client, count, mode = tonum(ARGV[1]), ARGV[2], tonum(ARGV[3]), ARGV[4]
 local filters = cjson.decode(ARGV[5])
 local max_age, min_remaining, reserve = tonum(ARGV[6]), tonum(ARGV[7]), tonum(ARGV[8])
@@ -29,10 +33,18 @@ if replay_key ~= '' then replay_key = k(replay_key) end
 local nonce = ARGV[14]
 local quota = nil
 if ARGV[15] ~= '' then quota = cjson.decode(ARGV[15]) end
+local replid = ARGV[16]
 
+-- Every answer checks the history first (a no-op while it is the stored one), so no proxy is
+-- handed out under a generation whose history has ended; a refusal names none.
+local generation = nil
+local function current_generation()
+  if not generation then generation = pool_generation(nonce, replid) end
+  return generation
+end
 local function reply(result_json, replayed)
   return '{"ok":{"replayed":' .. tostring(replayed) .. ',"result":' .. result_json
-    .. ',"generation":"' .. pool_generation(nonce) .. '"}}'
+    .. ',"generation":"' .. current_generation() .. '"}}'
 end
 
 -- Own retry: this call's low-level retry (same nonce) gets its first attempt's stored answer.
@@ -176,7 +188,8 @@ for i = 1, take do
   if earliest == nil or rec.e < earliest then earliest = rec.e end
 end
 if proxies_counter and take > 0 then quota_add(proxies_counter, take, now) end
-local result = '{"proxies":[' .. table.concat(proxies, ',') .. '],"requested":' .. count .. '}'
+local result = '{"proxies":[' .. table.concat(proxies, ',') .. '],"requested":' .. count
+  .. ',"generation":"' .. current_generation() .. '"}'
 if replay_key ~= '' then
   local expires = now + replay_ttl
   if earliest and earliest < expires then expires = earliest end -- never outlive a proxy

@@ -62,7 +62,7 @@ class Extracts:
                 raise conflict
             if isinstance(stored, ExtractResult):  # a replay hands out no new proxy
                 return ExtractResult(
-                    stored.proxies, stored.requested, replayed=True, generation=s.pool_generation
+                    stored.proxies, stored.requested, replayed=True, generation=stored.generation
                 )
             if quota is not None:  # count more must fit; only what is returned is charged
                 self._quota_room(prepared.client_id, quota, "proxies", now, prepared.count)

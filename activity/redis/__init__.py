@@ -212,6 +212,7 @@ class RedisPool:
             uuid.uuid4().hex,
             quota_arg(req.quota),
             retry_safe=bool(replay),
+            history=True,
         )
         result = reply["result"]
         proxies = tuple(extracted(p) for p in as_list(result["proxies"]))
@@ -219,7 +220,9 @@ class RedisPool:
             proxies,
             int(result["requested"]),
             replayed=bool(reply["replayed"]),
-            generation=str(reply["generation"]),
+            # A replay names the generation its proxies were handed out under, which may have
+            # ended since (results stored before it was kept name the current one).
+            generation=str(result.get("generation") or reply["generation"]),
         )
 
     # ------------------------------------------------------------------ CallCounter

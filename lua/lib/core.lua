@@ -244,14 +244,24 @@ end
 -- The pool generation (ADR-005: losing Redis ends a generation): an ID kept in META, which
 -- lives as long as any proxy record (its TTL reaches the horizon), so it changes when the
 -- namespace's records are lost (a restart of a Redis without persistence, a flush, an idle
--- namespace that expired). Made from `seed`, a fresh
--- random hex string of the calling operation (extract's nonce), the first time it is asked for;
--- a META made here outlives nothing (GRACE_MS) unless a write extends it to the horizon.
-local function pool_generation(seed)
-  local generation = redis.call('HGET', META, 'generation')
-  if generation then return generation end
-  generation = string.sub(seed, 1, 16)
+-- namespace that expired). Made from `seed`, a fresh random hex string of the calling
+-- operation (extract's nonce), the first time it is asked for; a META made here outlives
+-- nothing (GRACE_MS) unless a write extends it to the horizon.
+-- It also ends when the server's replication history is not the one it was made under:
+-- `replid` is the server's master_replid as the caller's connection learned it when it
+-- connected ('' when unknown), kept in META beside the generation. A promoted replica has a
+-- new one, and may lack the last writes its old primary acknowledged (an asynchronous
+-- failover), so exclusivity cannot carry over (docs/DECISIONS.md). A generation without a
+-- stored replid (made before the replid was kept) adopts the caller's and stays. Atomic: of
+-- several callers that see the new history at once, the first starts the one new generation
+-- and the others find its replid stored.
+local function pool_generation(seed, replid)
+  local found = redis.call('HMGET', META, 'generation', 'replid')
+  local generation, known = found[1] or nil, found[2] or nil
+  if generation and (replid == '' or replid == known) then return generation end
+  if not generation or known then generation = string.sub(seed, 1, 16) end
   redis.call('HSET', META, 'generation', generation)
+  if replid ~= '' then redis.call('HSET', META, 'replid', replid) end
   if redis.call('PTTL', META) < 0 then redis.call('PEXPIRE', META, GRACE_MS) end
   return generation
 end

@@ -1,9 +1,10 @@
 """The activity pool on a Redis that Sentinel fails over (ADR-005 "部署边界"): a primary, a
 replica and three Sentinels on loopback ports, owned by the test. The pool's client reaches the
 master through a ``redis+sentinel://`` URL (activity/redis_url.py); the primary is killed; the
-pool follows the new master within a bound, with its data, its generation and every hand-out
-it made (the replica was in sync: what an asynchronous failover can lose is the writes a
-replica had not received, docs/OPERATIONS.md)."""
+pool follows the new master within a bound, with its data and every hand-out it made, under a
+new generation (a failover always ends one: docs/DECISIONS.md). With the replica held back, the
+failover loses the last extracts: their proxies are handed out again, but only under the new
+generation (docs/OPERATIONS.md "Through Sentinel")."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from activity import (
     ExtractRequest,
+    ExtractResult,
     FetchedBatch,
     FetchedProxy,
     HealthUpdate,
@@ -42,7 +44,7 @@ def deployment(tmp_path):
         yield running
 
 
-def test_the_pool_follows_a_failover_with_its_data_and_hands_nothing_out_twice(deployment):
+def _stocked_pool(deployment: SentinelDeployment) -> RedisPool:
     clock = ManualClock(datetime.now(UTC))
     client = connect(deployment.url, socket_timeout=2, socket_connect_timeout=1)
     pool = RedisPool(client, PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}"), clock=clock)
@@ -53,13 +55,11 @@ def test_the_pool_follows_a_failover_with_its_data_and_hands_nothing_out_twice(d
     ]
     pool.upsert_fetched(FetchedBatch("u1", proxies, 100, timedelta(seconds=5), now))
     pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
-    before = pool.extract(ExtractRequest("c1", 8))
-    assert len(before.proxies) == 8
-    old = deployment.master_port()
-    deployment.synced()
+    return pool
 
-    deployment.primary.kill()
-    killed = time.monotonic()
+
+def _first_answer_after(pool: RedisPool, killed: float) -> ExtractResult:
+    """The pool's first extract the new master answers, asked every 0.1 s."""
     failures = 0
     while True:
         try:
@@ -70,12 +70,48 @@ def test_the_pool_follows_a_failover_with_its_data_and_hands_nothing_out_twice(d
             assert time.monotonic() - killed < FOLLOW_WITHIN_S, "the pool did not follow"
             time.sleep(0.1)
     followed = time.monotonic() - killed
-    assert deployment.master_port() != old
     assert followed < FOLLOW_WITHIN_S, followed
     assert failures >= 1  # it was really cut off, and came back by itself
+    return after
+
+
+def test_the_pool_follows_a_failover_with_its_data_and_hands_nothing_out_twice(deployment):
+    pool = _stocked_pool(deployment)
+    before = pool.extract(ExtractRequest("c1", 8))
+    assert len(before.proxies) == 8
+    old = deployment.master_port()
+    deployment.synced()
+
+    deployment.primary.kill()
+    after = _first_answer_after(pool, time.monotonic())
+    assert deployment.master_port() != old
 
     rest = pool.extract(ExtractRequest("c3", 20))
     handed = [p.proxy_id for r in (before, after, rest) for p in r.proxies]
     assert len(handed) == len(set(handed)) == 20, handed  # each exactly once, across the failover
-    assert after.generation == before.generation  # the data came over: the same generation
+    # The data came over, but the pool cannot know that it all did: a new generation.
+    assert after.generation != before.generation
+    assert rest.generation == after.generation
+    pool.close()
+
+
+def test_extracts_the_failover_lost_are_handed_out_again_only_in_a_new_generation(deployment):
+    pool = _stocked_pool(deployment)
+    kept = pool.extract(ExtractRequest("c1", 5))
+    deployment.synced()
+    with deployment.replication_held():
+        lost = pool.extract(ExtractRequest("c1", 5, idempotency_key="k1"))  # acknowledged
+        deployment.lose_primary()
+        killed = time.monotonic()
+    after = _first_answer_after(pool, killed)
+    retry = pool.extract(ExtractRequest("c1", 5, idempotency_key="k1"))
+    rest = pool.extract(ExtractRequest("c3", 20))
+    assert not retry.replayed  # its replay record was lost with it
+    assert after.generation != kept.generation == lost.generation
+    assert {after.generation, retry.generation, rest.generation} == {after.generation}
+    new = [p.proxy_id for r in (after, retry, rest) for p in r.proxies]
+    assert len(new) == len(set(new)) == 15, new  # once each in the new generation
+    lost_ids = {p.proxy_id for p in lost.proxies}
+    assert lost_ids <= set(new)  # handed out again, but under another generation
+    assert set(new).isdisjoint(p.proxy_id for p in kept.proxies)  # what came over stays out
     pool.close()

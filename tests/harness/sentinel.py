@@ -6,6 +6,8 @@ primary is replaced within a few seconds. Every process is the Debian ``redis-se
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -41,9 +43,12 @@ class SentinelServer(RedisServer):
 
 class SentinelDeployment:
     def __init__(self, directory: Path) -> None:
-        self.primary = RedisServer(directory / "primary")
+        # A full sync starts at once, not after the default 5 s wait for more replicas.
+        at_once = ("--repl-diskless-sync-delay", "0")
+        self.primary = RedisServer(directory / "primary", args=at_once)
         self.replica = RedisServer(
-            directory / "replica", args=("--replicaof", "127.0.0.1", str(self.primary.port))
+            directory / "replica",
+            args=(*at_once, "--replicaof", "127.0.0.1", str(self.primary.port)),
         )
         self.sentinels = [
             SentinelServer(directory / f"sentinel-{n}", self.primary.port) for n in range(3)
@@ -111,6 +116,16 @@ class SentinelDeployment:
             time.sleep(0.1)
         raise RuntimeError(f"no new master within {timeout} s")
 
+    @contextmanager
+    def replication_held(self) -> Iterator[None]:
+        """Writes the primary acknowledges meanwhile never reach the replica if the primary is
+        lost inside (``lose_primary``): what an asynchronous failover loses."""
+        with replication_held(self.replica.port):
+            yield
+
+    def lose_primary(self) -> None:
+        lose_primary(self.primary, self.replica.port)
+
     def stop(self) -> None:
         for server in (*self.sentinels, self.replica, self.primary):
             server.kill()
@@ -125,6 +140,29 @@ class SentinelDeployment:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextmanager
+def replication_held(replica_port: int) -> Iterator[None]:
+    """The replica stops applying its primary's stream (a replica under ``CLIENT PAUSE`` does
+    not process it); what the primary acknowledges meanwhile waits, unapplied, on the replica."""
+    with _client(replica_port) as client:
+        client.execute_command("CLIENT", "PAUSE", 30_000, "WRITE")
+        try:
+            yield
+        finally:
+            client.execute_command("CLIENT", "UNPAUSE")
+
+
+def lose_primary(primary: RedisServer, replica_port: int, timeout: float = 5.0) -> None:
+    """Kill the primary and wait until its replica knows: a replica drops what it had not
+    applied from a master it lost (inside ``replication_held``, that is every write since)."""
+    primary.kill()
+    deadline = time.monotonic() + timeout
+    while _info(replica_port, "replication").get("master_link_status") != "down":
+        if time.monotonic() > deadline:
+            raise RuntimeError("the replica did not notice its primary was gone")
+        time.sleep(0.02)
 
 
 def _client(port: int) -> redis.Redis:
