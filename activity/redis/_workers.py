@@ -55,7 +55,7 @@ class WorkerCalls:
         v.text(worker_id, "worker_id", self.options)
         v.text(session_id, "session_id", self.options)
         ttl_ms = lease_ms(ttl, self.options)
-        reply = self._scripts.call("open_session", worker_id, session_id, ttl_ms)
+        reply = self._scripts.call("open_session", worker_id, session_id, ttl_ms, history=True)
         return session(worker_id, reply)
 
     # ------------------------------------------------------------------ ControlStore

@@ -241,27 +241,50 @@ end
 -- The server's clock, read once per operation as its "now" and never waited on: Valkey
 -- freezes TIME for the whole run of a script, so a loop on it would never end there
 -- (lua/README.md).
+-- The server's replication history (docs/activity-pool.md "Generation"): `replid` is the
+-- server's master_replid as the caller's connection learned it when it connected ('' when
+-- unknown), kept in META. A promoted replica has a new one and may lack the last writes its
+-- old primary acknowledged (an asynchronous failover), so nothing that promised exclusivity
+-- carries over (ADR-005 "故障语义", docs/DECISIONS.md): the pool generation ends (the next
+-- extract starts one), every worker session ends (each worker opens a new one and is sent
+-- what this server holds), and the counters whose values workers hold jump past any value the
+-- lost writes could have used, so no epoch or session generation is ever handed out twice.
+-- A META without one (the first run after the upgrade, an empty namespace) records the
+-- caller's and ends nothing. Atomic: of several callers that see a new history at once, the
+-- first ends the old one and the others find the new replid stored.
+-- A jump larger than the increments a lost window can hold (about a second of writes with
+-- min-replicas-max-lag 1, docs/OPERATIONS.md; an epoch moves once per drain).
+local HISTORY_JUMP = 1000000
+local function check_history(replid)
+  if replid == '' then return end
+  local known = redis.call('HGET', META, 'replid')
+  if known == replid then return end
+  if known then
+    redis.call('HDEL', META, 'generation')
+    redis.call('DEL', SESS, SESS_EXP, RT, RT_EXP)
+    for _, counter_key in ipairs({GEN, EPOCH}) do
+      if redis.call('EXISTS', counter_key) == 1 then
+        redis.call('INCRBY', counter_key, HISTORY_JUMP)
+      end
+    end
+  end
+  redis.call('HSET', META, 'replid', replid)
+  if redis.call('PTTL', META) < 0 then redis.call('PEXPIRE', META, GRACE_MS) end
+end
+
 -- The pool generation (ADR-005: losing Redis ends a generation): an ID kept in META, which
 -- lives as long as any proxy record (its TTL reaches the horizon), so it changes when the
 -- namespace's records are lost (a restart of a Redis without persistence, a flush, an idle
--- namespace that expired). Made from `seed`, a fresh random hex string of the calling
--- operation (extract's nonce), the first time it is asked for; a META made here outlives
--- nothing (GRACE_MS) unless a write extends it to the horizon.
--- It also ends when the server's replication history is not the one it was made under:
--- `replid` is the server's master_replid as the caller's connection learned it when it
--- connected ('' when unknown), kept in META beside the generation. A promoted replica has a
--- new one, and may lack the last writes its old primary acknowledged (an asynchronous
--- failover), so exclusivity cannot carry over (docs/DECISIONS.md). A generation without a
--- stored replid (made before the replid was kept) adopts the caller's and stays. Atomic: of
--- several callers that see the new history at once, the first starts the one new generation
--- and the others find its replid stored.
+-- namespace that expired) and when the history changes (check_history). Made from `seed`, a
+-- fresh random hex string of the calling operation (extract's nonce), the first time it is
+-- asked for; a META made here outlives nothing (GRACE_MS) unless a write extends it to the
+-- horizon.
 local function pool_generation(seed, replid)
-  local found = redis.call('HMGET', META, 'generation', 'replid')
-  local generation, known = found[1] or nil, found[2] or nil
-  if generation and (replid == '' or replid == known) then return generation end
-  if not generation or known then generation = string.sub(seed, 1, 16) end
+  check_history(replid)
+  local generation = redis.call('HGET', META, 'generation')
+  if generation then return generation end
+  generation = string.sub(seed, 1, 16)
   redis.call('HSET', META, 'generation', generation)
-  if replid ~= '' then redis.call('HSET', META, 'replid', replid) end
   if redis.call('PTTL', META) < 0 then redis.call('PEXPIRE', META, GRACE_MS) end
   return generation
 end

@@ -210,3 +210,25 @@ def test_a_generation_without_a_stored_history_adopts_the_servers_and_stays(pair
         client.hdel(meta, "replid")
     assert pool.extract(ExtractRequest("c2", 1)).generation == first.generation
     assert pair.meta(pair.primary)["replid"] == replid
+
+
+def test_a_new_history_ends_every_worker_session_and_moves_the_counters_past_the_old(pair):
+    """A pool that only serves gateways learns of the failover from a worker's heartbeat."""
+    old = pair.pool(pair.primary)
+    pair.stock(old)
+    first = old.extract(ExtractRequest("c1", 1))
+    held = old.open_session("w1", "s1", MIN)
+    old.open_session("w2", "s2", MIN)
+    assigned = old.assign(pair.clock.now(), "p5", "w1", MIN)
+    drained = old.begin_drain("p5", "w1", assigned.epoch)
+    pair.synced()
+    pair.promote()
+
+    new = pair.pool(pair.replica)
+    again = new.open_session("w1", "s1", MIN)  # the heartbeat of the same worker instance
+    assert again.generation > held.generation + 100_000  # a new session, past any lost one
+    assert new.worker_revision("w2").session is None  # every session of the old history ended
+    assert new.assign(pair.clock.now(), "p6", "w2", MIN).epoch > drained.epoch + 100_000
+    assert new.extract(ExtractRequest("c2", 1)).generation != first.generation
+    # Ended once: the next heartbeat renews the new session.
+    assert new.open_session("w1", "s1", MIN).generation == again.generation
