@@ -14,6 +14,7 @@ from activity import ManualClock, MemoryPool, PoolOptions, StaticCredentials
 from activity.contract import PoolHarness
 from activity.redis import RedisPool
 from pool_admin.forward_proxies import Microsocks, Tinyproxy
+from tests.harness.netfault import CuttingRelay
 
 
 def _memory_factory(request: pytest.FixtureRequest) -> Callable[..., PoolHarness]:
@@ -94,3 +95,12 @@ def proxies(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tinyprox
     folder = tmp_path_factory.mktemp("proxies")
     with Tinyproxy(folder, "demo1", "pw1") as http, Microsocks(folder, "demo2", "pw2") as socks:
         yield http, socks  # type: ignore[misc]
+
+
+@pytest.fixture
+def relay(redis_url):
+    """A CuttingRelay in front of the run's Redis, closed at the end."""
+    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
+    relay = CuttingRelay(port)
+    yield relay
+    relay.close()

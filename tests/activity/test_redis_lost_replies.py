@@ -31,18 +31,8 @@ from activity.errors import (
 )
 from activity.types import ExpiredTally
 from tests.activity.redis_pools import MIN, pool_at, proxies_at, stock
-from tests.harness.netfault import CuttingRelay
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def relay(redis_url):
-    """A CuttingRelay in front of the run's Redis, closed at the end."""
-    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
-    relay = CuttingRelay(port)
-    yield relay
-    relay.close()
 
 
 def test_a_reply_lost_after_commit_is_answered_by_the_retry(relay):

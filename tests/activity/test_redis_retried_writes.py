@@ -1,8 +1,8 @@
 """Writes whose outcome is unknown, sent again by their caller (a reply lost on the wire, or a
 failover between the write and its reply): each is safe to repeat, by an operation ID or by
 construction, and a write applied twice leaves the pool as applying it once would
-(docs/activity-pool.md "Retried writes"). A relay in front of the run's Redis cuts replies
-after the server ran the call."""
+(docs/activity-pool.md "Retried writes"). A relay in front of the run's Redis (the ``relay``
+fixture, tests/activity/conftest.py) cuts replies after the server ran the call."""
 
 from __future__ import annotations
 
@@ -24,17 +24,8 @@ from activity import (
 from activity.errors import StoreUnavailable
 from activity.types import Outcome, OutcomeReport
 from tests.activity.redis_pools import MIN, pool_at, proxies_at, stock
-from tests.harness.netfault import CuttingRelay
 
 pytestmark = pytest.mark.redis
-
-
-@pytest.fixture
-def relay(redis_url):
-    port = redis.Redis.from_url(redis_url).connection_pool.connection_kwargs["port"]
-    relay = CuttingRelay(port)
-    yield relay
-    relay.close()
 
 
 def _beside(url: str, clock: ManualClock) -> RedisPool:
