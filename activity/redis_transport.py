@@ -4,7 +4,10 @@
 never retry (only ``Scripts.call`` may, and only replay-safe calls), always time out, and let
 the active ``activity.deadline`` bound every wait on the socket: connecting, sending and each
 read of the reply wait at most the time left when the call starts, so a frozen server costs a
-call inside ``deadline(250 ms)`` about 250 ms, not the socket timeout.
+call inside ``deadline(250 ms)`` about 250 ms, not the socket timeout. Each of its connections
+also learns its server's replication ID once, when it connects (``_LearnsHistory``), which
+extracts and worker heartbeats send along so the pool can tell a failover
+(docs/activity-pool.md "Generation").
 
 ``pooled_call`` runs one command on a pooled connection without redis-py's per-command wrapper:
 its retries (RedisPool wants none) and observability hooks cost ~30 µs of CPU per call on this
@@ -124,15 +127,26 @@ class _LearnsHistory(AbstractConnection):
 
     replid = ""
 
-    def on_connect_check_health(self, check_health: bool = True) -> None:
-        super().on_connect_check_health(check_health)
-        self.replid = ""
+    def connect_check_health(
+        self, check_health: bool = True, retry_socket_connect: bool = True
+    ) -> None:
+        # Here rather than in on_connect: a client's own `redis_connect_func` replaces that.
+        fresh = self._sock is None
+        super().connect_check_health(check_health, retry_socket_connect)
+        if fresh:
+            try:
+                self.replid = self._replication_id()
+            except BaseException:
+                self.disconnect()  # type: ignore[no-untyped-call]
+                raise
+
+    def _replication_id(self) -> str:
         self.send_command("INFO", "replication", check_health=False)  # type: ignore[no-untyped-call]
         try:
             info = self.read_response()
         except redis.ResponseError:
-            return  # INFO refused (an ACL without it): no history to compare, nothing breaks
-        self.replid = _master_replid(info)
+            return ""  # INFO refused (an ACL without it): no history to compare, nothing breaks
+        return _master_replid(info)
 
 
 def _master_replid(info: bytes | str) -> str:

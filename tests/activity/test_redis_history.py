@@ -232,3 +232,23 @@ def test_a_new_history_ends_every_worker_session_and_moves_the_counters_past_the
     assert new.extract(ExtractRequest("c2", 1)).generation != first.generation
     # Ended once: the next heartbeat renews the new session.
     assert new.open_session("w1", "s1", MIN).generation == again.generation
+
+
+def test_a_client_not_allowed_info_still_extracts_and_compares_no_history(private_redis):
+    """An ACL without INFO: the connection knows no replication ID, the pool works, and no
+    history is stored to compare (a failover there ends no generation: docs/DECISIONS.md)."""
+    server = private_redis()
+    with redis.Redis.from_url(server.url) as admin:
+        admin.acl_setuser(
+            "pool", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"]
+        )
+    client = redis.Redis(port=server.port, username="pool", password="pw", socket_timeout=5)
+    clock = ManualClock(datetime.now(UTC))
+    pool = RedisPool(client, PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}"), clock=clock)
+    try:
+        assert pool.extract(ExtractRequest("c1", 1)).generation
+        with redis.Redis.from_url(server.url, decode_responses=True) as admin:
+            meta = admin.hgetall(f"{pool.options.prefix}:{{activity}}:meta")
+        assert "generation" in meta and "replid" not in meta
+    finally:
+        pool.close()
