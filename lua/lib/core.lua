@@ -255,10 +255,9 @@ end
 -- A jump larger than the increments a lost window can hold (about a second of writes with
 -- min-replicas-max-lag 1, docs/OPERATIONS.md; an epoch moves once per drain).
 local HISTORY_JUMP = 1000000
-local function check_history(replid)
-  if replid == '' then return end
-  local known = redis.call('HGET', META, 'replid')
-  if known == replid then return end
+-- `known`: META's replid as the caller read it (nil: none). True when a history ended here.
+local function record_history(replid, known)
+  if replid == '' or replid == known then return false end
   if known then
     redis.call('HDEL', META, 'generation')
     redis.call('DEL', SESS, SESS_EXP, RT, RT_EXP)
@@ -270,18 +269,24 @@ local function check_history(replid)
   end
   redis.call('HSET', META, 'replid', replid)
   if redis.call('PTTL', META) < 0 then redis.call('PEXPIRE', META, GRACE_MS) end
+  return known ~= nil
+end
+
+local function check_history(replid)
+  if replid ~= '' then record_history(replid, redis.call('HGET', META, 'replid') or nil) end
 end
 
 -- The pool generation (ADR-005: losing Redis ends a generation): an ID kept in META, which
 -- lives as long as any proxy record (its TTL reaches the horizon), so it changes when the
 -- namespace's records are lost (a restart of a Redis without persistence, a flush, an idle
--- namespace that expired) and when the history changes (check_history). Made from `seed`, a
+-- namespace that expired) and when the history changes (record_history). Made from `seed`, a
 -- fresh random hex string of the calling operation (extract's nonce), the first time it is
 -- asked for; a META made here outlives nothing (GRACE_MS) unless a write extends it to the
 -- horizon.
 local function pool_generation(seed, replid)
-  check_history(replid)
-  local generation = redis.call('HGET', META, 'generation')
+  local found = redis.call('HMGET', META, 'generation', 'replid')  -- one command per extract
+  local generation = found[1] or nil
+  if record_history(replid, found[2] or nil) then generation = nil end
   if generation then return generation end
   generation = string.sub(seed, 1, 16)
   redis.call('HSET', META, 'generation', generation)
