@@ -8,8 +8,10 @@ generation (docs/OPERATIONS.md "Through Sentinel")."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -44,14 +46,14 @@ def deployment(tmp_path):
         yield running
 
 
-def _stocked_pool(deployment: SentinelDeployment) -> RedisPool:
+def _stocked_pool(deployment: SentinelDeployment, n: int = 20) -> RedisPool:
     clock = ManualClock(datetime.now(UTC))
     client = connect(deployment.url, socket_timeout=2, socket_connect_timeout=1)
     pool = RedisPool(client, PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}"), clock=clock)
     now = clock.now()
     proxies = [
         FetchedProxy(f"p{i}", f"exit-{i}", f"10.4.0.{i}", 8080, "http", now + 10 * MIN)
-        for i in range(20)
+        for i in range(n)
     ]
     pool.upsert_fetched(FetchedBatch("u1", proxies, 100, timedelta(seconds=5), now))
     pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
@@ -115,3 +117,65 @@ def test_extracts_the_failover_lost_are_handed_out_again_only_in_a_new_generatio
     assert lost_ids <= set(new)  # handed out again, but under another generation
     assert set(new).isdisjoint(p.proxy_id for p in kept.proxies)  # what came over stays out
     pool.close()
+
+
+def test_extracts_under_load_hand_nothing_out_twice_in_one_generation(deployment):
+    """Four clients extracting one proxy at a time, each call with its own idempotency key and
+    sent again with it after a StoreUnavailable (as the API's clients are told to), while the
+    primary is lost with the writes its replica never got."""
+    pool = _stocked_pool(deployment, 200)
+    deployment.synced()
+    answers: list[ExtractResult] = []
+    after_failover = threading.Event()
+    stop = threading.Event()
+
+    def client(name: str) -> None:
+        for n in range(1_000):  # bounded: far more calls than the test lasts
+            if stop.is_set():
+                return
+            request = ExtractRequest(name, 1, idempotency_key=f"{name}-{n}")
+            deadline = time.monotonic() + FOLLOW_WITHIN_S
+            while not stop.is_set():
+                try:
+                    answers.append(pool.extract(request))
+                    break
+                except StoreUnavailable:
+                    assert time.monotonic() < deadline, "no answer within the bound"
+                    time.sleep(0.05)
+            if after_failover.is_set():
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=client, args=(f"c{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: len(answers) >= 20)
+        first = answers[0].generation
+        with deployment.replication_held():
+            seen = len(answers)
+            wait_for(lambda: len(answers) >= seen + 20)  # these are lost
+            deployment.lose_primary()
+        after_failover.set()
+        wait_for(lambda: sum(a.generation != first for a in answers) >= 20, FOLLOW_WITHIN_S)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(FOLLOW_WITHIN_S)
+    generations = {a.generation for a in answers}
+    assert len(generations) == 2, generations  # the first, and the one the failover started
+    by_generation = {}
+    for generation in generations:
+        handed = [p.proxy_id for a in answers if a.generation == generation for p in a.proxies]
+        assert len(handed) == len(set(handed)), generation  # never twice in one generation
+        by_generation[generation] = set(handed)
+    # Writes were lost: proxies handed out before are handed out again, in the new generation.
+    old, new = by_generation.pop(first), by_generation.popitem()[1]
+    assert old & new
+    pool.close()
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        time.sleep(0.01)
