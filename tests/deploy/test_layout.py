@@ -12,6 +12,7 @@ servers' access log; then everything stopped, none of it killed."""
 
 from __future__ import annotations
 
+import json
 import secrets
 import signal
 import ssl
@@ -265,6 +266,7 @@ def test_the_layout_comes_up_from_its_files_serves_and_stops(layout: Layout, cap
             check_an_extract_through_nginx_keeps_the_client_address(layout, auth)
             for name, (port, _) in gateways.items():
                 check_a_request_through_the_worker(layout, name, port, target)
+            check_the_doctor_finds_the_layout_well(layout)
             check_workers_without_a_good_certificate_are_refused(layout)
             up_for = time.monotonic() - started
         finally:
@@ -279,6 +281,35 @@ def test_the_layout_comes_up_from_its_files_serves_and_stops(layout: Layout, cap
             log = runner.log("proxypool-gateway@.service", name).read_text()
             assert token not in log and "stopped" in log, log[-2000:]
         print(f"layout served for {up_for:.1f} s")
+
+
+#: What ``manage.py doctor`` must find well in the layout: every store as deploy/ configures
+#: it (the pool's Redis off disk, the stream's with AOF, both pool roles through three
+#: Sentinels with a replica), every process, both gateway workers.
+DOCTOR_OK = {
+    "postgres", "redis:pool", "redis:metrics", "redis:broker", "sentinel:pool",
+    "sentinel:broker", "lua:pool", "lua:metrics", "clock", "celery:fetches", "celery:checks",
+    "celery:celery", "beat", "metrics-consumer", "gateway", "alerts",
+}  # fmt: skip
+
+
+def check_the_doctor_finds_the_layout_well(layout: Layout) -> None:
+    """``manage.py doctor`` as the operator runs it on machine A exits 0, every check but the
+    configuration's ok (that one warns of Django's deployment checks the test's plain-HTTP web
+    servers do not meet), within a report interval or two of the workers' first requests."""
+    found: dict[str, tuple[str, str]] = {}
+
+    def well() -> bool:
+        document = json.loads(layout.manage("doctor", "--json"))  # asserts exit 0
+        found.clear()
+        found.update({c["name"]: (c["status"], c["summary"]) for c in document["checks"]})
+        return all(found.get(name, ("",))[0] == "ok" for name in DOCTOR_OK)
+
+    try:
+        wait_for("the doctor to find all well", well, 30, layout.runner.children)
+    except LayoutError as exc:
+        raise LayoutError(f"{exc}: {found}") from None
+    assert "2 live worker(s)" in found["gateway"][1]
 
 
 def check_the_gateway_port_refuses_the_public(https: httpx.Client) -> None:
