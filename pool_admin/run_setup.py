@@ -124,7 +124,26 @@ def banner(
             f'    gateway    curl -x http://{gateway} --proxy-user "demo:{key}" {base_url}/healthz',
             f"    ({note})",
         ]
+    lines.append(f"    doctor     {doctor_command()}")
     lines += [
         f"  Logs: {logs_dir}/ (only warnings and errors are shown here). Ctrl-C stops everything.",
     ]
     return "\n".join(lines)
+
+
+#: The variables that say where make run's stores are: the doctor needs the same.
+WHERE = ("DATABASE_URL", "REDIS_URL", "METRICS_REDIS_URL", "CELERY_BROKER_URL", "POOL_PREFIX")
+
+
+def doctor_command() -> str:
+    """``manage.py doctor`` as a shell in the repository runs it against this make run (with
+    POOL_DEV=1, as make run's children; the store variables named, never their values, which
+    may hold a password)."""
+    python = Path(sys.executable)
+    with_venv = REPO_DIR / ".venv"
+    shown = ".venv/bin/python" if with_venv in python.parents else str(python)
+    command = f"POOL_DEV=1 {shown} manage.py doctor"
+    given = [name for name in WHERE if os.environ.get(name)]
+    if given:
+        command += f"   (with this run's {', '.join(given)} exported)"
+    return command

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from celery import Celery
 from django.conf import settings
 from django.db.models import Count
 
@@ -35,10 +36,12 @@ def _names(names: Sequence[str]) -> str:
     return shown + (f" and {len(names) - MAX_NAMES} more" if len(names) > MAX_NAMES else "")
 
 
-def check_celery() -> Sequence[Finding]:
-    """One ping on the broker; a line per queue the platform sends to, naming its workers."""
-    from pool_admin.celery import app
+def check_celery(app: Celery | None = None) -> Sequence[Finding]:
+    """One ping on the broker; a line per queue the platform sends to, naming its workers.
+    ``app``: the project's Celery app unless given (a test's, on a broker of its own)."""
+    from pool_admin.celery import app as project_app
 
+    app = app or project_app
     queues = {
         settings.FETCH_QUEUE: "fetches",
         settings.CHECK_QUEUE: "rechecks",

@@ -187,13 +187,15 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
             f"admin      http://{web}/admin/   user admin, password from ADMIN_PASSWORD" in output
         )
         key = re.search(
-            r'extract    curl -s -H "Authorization: Bearer (pp_\w+)" .+ http://\S+/api/v1/extract\n',
+            r'extract    curl -s -H "Authorization: Bearer (pp_[\w-]+)" .+ http://\S+/api/v1/extract\n',
             output,
         )[1]
         assert (
             f'gateway    curl -x http://{env["GATEWAY_BIND"]} --proxy-user "demo:{key}" http://{web}/healthz'
             in output
         )
+        doctor_line = re.search(r"doctor     POOL_DEV=1 \S+ manage.py doctor(.*)\n", output)
+        assert doctor_line and "DATABASE_URL, REDIS_URL" in doctor_line[1], output
         inventory = urllib.request.Request(
             f"http://{web}/api/v1/inventory", headers={"Authorization": f"Bearer {key}"}
         )

@@ -90,7 +90,7 @@ def test_beat_schedule_expires_each_run_after_one_period():
 def test_celery_app_reads_django_settings():
     assert app.conf.broker_url == settings.CELERY_BROKER_URL
     assert app.conf.result_backend is None
-    assert app.conf.beat_scheduler == "django_celery_beat.schedulers:DatabaseScheduler"
+    assert app.conf.beat_scheduler == "pool_admin.beat:Scheduler"  # django-celery-beat + heartbeat
     app.loader.import_default_modules()  # what a worker does at start: task autodiscovery
     assert "pool_admin.heartbeat" in app.tasks
 

@@ -303,6 +303,7 @@ ARGUMENT_ERRORS = {
     ("ensure_admin", "extra"): "manage.py ensure_admin: unrecognized arguments: extra",
     ("ensure_demo",): "manage.py ensure_demo: the following arguments are required: --base-url",
     ("consume_metrics", "extra"): "manage.py consume_metrics: unrecognized arguments: extra",
+    ("doctor", "extra"): "manage.py doctor: unrecognized arguments: extra",
     ("create_worker",): (
         "manage.py create_worker: the following arguments are required: name, --group"
     ),

@@ -233,16 +233,17 @@ def test_open_alerts_are_warned_of_by_kind_and_upstream():
 
 
 # ---------------------------------------------------------------------------- Celery
-def test_celery_queues_without_workers_fail_each(own_redis, settings):
-    from pool_admin.celery import app
+def test_celery_queues_without_workers_fail_each(own_redis):
+    from celery import Celery
 
     url, _ = own_redis
-    broker = app.conf.broker_url
-    app.conf.broker_url = url  # a broker no worker of the machine listens on
+    # An app of its own on a broker no worker of the machine listens on: the project's app
+    # keeps its connection pool, which must not outlive this test's Redis.
+    app = Celery("doctor-test", broker=url, set_as_current=False)
     try:
-        findings = processes.check_celery()
+        findings = processes.check_celery(app)
     finally:
-        app.conf.broker_url = broker
+        app.close()
     assert [(f.name, f.status) for f in findings] == [
         ("celery:fetches", Status.FAIL),
         ("celery:checks", Status.FAIL),

@@ -151,3 +151,10 @@ def test_a_gateway_worker_stopped(redis_url, unique_prefix, tmp_path):
         "1 enabled worker(s) without a live session: edge-1 -> start them (manage.py "
         "gateway_worker NAME), or disable the ones retired"
     )
+
+
+def test_a_bad_timeout_is_one_line_and_checks_nothing(redis_url, unique_prefix):
+    where = project_env(redis_url, unique_prefix, REPO / ".run")
+    done = manage("doctor", "--timeout", "0", **where)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.strip() == "CommandError: --timeout must be between 1 and 120, got 0"
