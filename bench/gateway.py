@@ -245,31 +245,47 @@ def bench_control(database_url: str) -> None:
         client = redis.Redis.from_url(server.url, socket_timeout=120)
         pool = RedisPool(client, PoolOptions(prefix=prefix))
         fill(pool, 0, 1_000)
-        made = _make_worker_and_clients()
+        made = make_workers_and_clients()
         try:
-            _measure_control(made["token"], pool, client)
+            _measure_control(made["tokens"][0], pool, client)
         finally:
-            _delete(made)
+            delete_made(made)
 
 
-def _make_worker_and_clients() -> dict[str, Any]:
-    from pool_admin.config.models import ApiClient, ApiKey, GatewayWorker, WorkerGroup, WorkerToken
+def make_workers_and_clients(
+    workers: int = 1, clients: int = 20, upstreams: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A worker group (allowed ``upstreams``; none: every enabled one) of ``workers`` workers,
+    a token each, and ``clients`` gateway-enabled API clients; ``delete_made`` removes them."""
+    from pool_admin.config.models import (
+        ApiClient,
+        ApiKey,
+        GatewayWorker,
+        Upstream,
+        WorkerGroup,
+        WorkerToken,
+    )
 
     tag = uuid.uuid4().hex[:8]
     group = WorkerGroup.objects.create(name=f"bench-{tag}", target_capacity=1)
-    worker = GatewayWorker.objects.create(name=f"bench-{tag}", group=group)
-    _, token = WorkerToken.objects.issue(worker)
-    names = [f"bench-{tag}-{i}" for i in range(20)]
+    if upstreams:
+        group.allowed_upstreams.set(Upstream.objects.filter(name__in=upstreams))
+    made: list[Any] = []
+    tokens: list[str] = []
+    for i in range(workers):
+        made.append(GatewayWorker.objects.create(name=f"bench-{tag}-w{i:04d}", group=group))
+        tokens.append(WorkerToken.objects.issue(made[-1])[1])
+    names = [f"bench-{tag}-{i}" for i in range(clients)]
     for name in names:
         ApiKey.objects.issue(ApiClient.objects.create(name=name, gateway_enabled=True))
-    return {"group": group, "worker": worker, "token": token, "clients": names}
+    return {"group": group, "workers": made, "tokens": tokens, "clients": names}
 
 
-def _delete(made: dict[str, Any]) -> None:
-    from pool_admin.config.models import ApiClient
+def delete_made(made: dict[str, Any]) -> None:
+    from pool_admin.config.models import ApiClient, GatewayWorker
 
     ApiClient.objects.filter(name__in=made["clients"]).delete()
-    made["worker"].delete()
+    GatewayWorker.objects.filter(pk__in=[w.pk for w in made["workers"]]).delete()
     made["group"].delete()
 
 
