@@ -2,7 +2,7 @@
 worker costs the web tier, Redis and the ownership manager, and where one of them saturates.
 
     .venv/bin/python bench/fleet.py [--workers 0,50,100,200,400] [--duration 60]
-        [--extract-rate 50] [--upsert-rate R] [--proxies 60000] [--upstreams 10] [--hold 100]
+        [--extract-rate 50] [--upsert-rate R] [--proxies 60000] [--upstreams 20] [--hold 100]
         [--busy-share 0.3] [--warmup-max 150] [--web-workers N]
         [--database-url postgresql://postgres@127.0.0.1:5432/pool_admin_bench]
 
@@ -187,8 +187,10 @@ async def run_levels(args: argparse.Namespace, levels: list[int], world: World) 
                 sims.append(sim)
                 running.append(asyncio.create_task(sim.run(stop, rng.uniform(0, 2))))
             warm = await warm_up(sims, n * args.hold, args.warmup_max)
+            load = Path("/proc/loadavg").read_text().split()[:3]
             print(f"level {n}: {sum(s.held() for s in sims):,} proxies held after {warm:.0f} s "
-                  f"of warm-up; measuring {args.duration:g} s", flush=True)  # fmt: skip
+                  f"of warm-up; load average {' '.join(load)}; measuring {args.duration:g} s",
+                  flush=True)  # fmt: skip
             before = probe(world.web_pid, world.tick_pid, world.redis_client)
             stats.reset()
             await asyncio.sleep(args.duration)
@@ -237,7 +239,7 @@ def main() -> int:
     parser.add_argument("--extract-rate", type=float, default=50.0)
     parser.add_argument("--upsert-rate", type=int, default=None)
     parser.add_argument("--proxies", type=int, default=60_000)
-    parser.add_argument("--upstreams", type=int, default=10)
+    parser.add_argument("--upstreams", type=int, default=20)
     parser.add_argument("--hold", type=int, default=100, help="proxies each worker holds")
     parser.add_argument("--busy-share", type=float, default=0.3)
     parser.add_argument("--warmup-max", type=float, default=150.0)
@@ -253,6 +255,10 @@ def main() -> int:
         args.upsert_rate = round(args.extract_rate)
     if levels[0] < 0 or args.hold < 1 or levels[-1] * args.hold > args.proxies:
         parser.error("workers x --hold must fit in --proxies, every level >= 0")
+    if args.proxies // max(1, args.upstreams) > PoolOptions().scan_budget:
+        # upstream_inventory fails closed past the scan budget, and the manager then gives
+        # the upstream no room: the gateway would get none of it.
+        parser.error("--proxies / --upstreams must be at most the pool's scan_budget (5,000)")
     if not 0 <= args.busy_share <= 1 or args.duration <= 0 or args.extract_rate < 0:
         parser.error("--busy-share 0..1, --duration > 0, --extract-rate >= 0")
     tmp = Path(tempfile.mkdtemp(prefix="bench-fleet-"))

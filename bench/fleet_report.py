@@ -96,7 +96,7 @@ def print_tables(rows: list[Row], args: argparse.Namespace, cores: int) -> None:
     print("| workers | proxies held | control calls/s | extracts/s (errors) | web CPU "
           "| Redis CPU | manager CPU | fleet process CPU | machine busy "
           "| control p50 / p99 ms | extract p50 / p99 ms "
-          "| ticks: n, p50 / max ms, over 2 s | control errors |")  # fmt: skip
+          "| ticks: n, p50 / max ms, over 2 s; assigned, renewed | control errors |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         control = r.control_samples()
@@ -104,8 +104,9 @@ def print_tables(rows: list[Row], args: argparse.Namespace, cores: int) -> None:
         over = sum(1 for s in tick if s > TICK_PERIOD_S)
         extract_errors = sum(v for k, v in r.stats.errors.items() if k.startswith("extract"))
         control_errors = {k: v for k, v in r.stats.errors.items() if not k.startswith("extract")}
+        done = [sum(t.get(k, 0) for t in r.ticks) for k in ("assigned", "renewed")]
         tick_text = (f"{len(tick)}, {statistics.median(tick) * 1e3:.0f} / {max(tick) * 1e3:.0f}, "
-                     f"{over}" if tick else "0")  # fmt: skip
+                     f"{over}; {done[0]:,}, {done[1]:,}" if tick else "0")  # fmt: skip
         print(f"| {r.workers} | {r.held:,} | {sum(r.rate(k) for k in CONTROL_KINDS):.1f} "
               f"| {r.rate('extract'):.1f} ({extract_errors}) | {r.cores('web'):.2f} "
               f"| {r.cores('redis'):.3f} | {r.cores('manager'):.3f} | {r.cores('fleet'):.2f} "
@@ -139,13 +140,23 @@ def _per_worker(rows: list[Row]) -> None:
         if r.workers == 0:
             continue
         per = {
-            part: (r.cores(part) - (base.cores(part) if base else 0.0)) / r.workers * 1e3
+            part: (r.cores(part) - _baseline(base, r, part)) / r.workers * 1e3
             for part in ("web", "redis", "manager")
         }
         calls = sum(r.rate(k) for k in CONTROL_KINDS) / r.workers
         carry = [f"{1e3 / v:,.0f}" if v > 0 else "-" for v in per.values()]
         print(f"| {r.workers} | {per['web']:.2f} | {per['redis']:.3f} | {per['manager']:.3f} "
               f"| {calls:.2f} | " + " | ".join(carry) + " |")  # fmt: skip
+
+
+def _baseline(base: Row | None, r: Row, part: str) -> float:
+    """Level 0's cores of ``part``; the web's scaled to the extracts ``r`` got through (a
+    loaded machine slows the open-loop sender, and the web's level-0 CPU is the extracts')."""
+    if base is None:
+        return 0.0
+    if part == "web" and base.rate("extract") > 0:
+        return base.cores(part) * r.rate("extract") / base.rate("extract")
+    return base.cores(part)
 
 
 def _saturation(rows: list[Row], args: argparse.Namespace, cores: int) -> None:
