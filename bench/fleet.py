@@ -93,7 +93,11 @@ def tick_loop(out: Path, max_seconds: float) -> int:
     with out.open("a") as log:
         while not stopping and time.monotonic() < end:
             began, t0 = time.time(), time.monotonic()
-            report = run_ownership_tick()
+            try:
+                report = run_ownership_tick()
+            except Exception as exc:  # Celery would log it and run the next: so does this
+                report = None
+                print(f"tick failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
             line: dict[str, Any] = {"at": began, "s": time.monotonic() - t0}
             if report is not None:
                 tally = [t for t in report.groups.values()]
@@ -304,6 +308,10 @@ def run(args: argparse.Namespace, levels: list[int], tmp: Path) -> int:
                           names, client, web.pid, ticker.pid, tmp / "ticks.jsonl",
                           args.proxies)  # fmt: skip
             rows = asyncio.run(run_levels(args, levels, world))
+            failures = (tmp / "ticks.stderr").read_text(errors="replace").splitlines()
+            if failures or ticker.poll() is not None:
+                print(f"manager's process (exit {ticker.poll()}), its last error lines:")
+                print("\n".join(failures[-8:]))
             print_tables(rows, args, os.cpu_count() or 1)
             return 0
         finally:
