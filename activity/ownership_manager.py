@@ -29,6 +29,7 @@ from activity.types import (
     AssignableProxy,
     DrainStatus,
     HeldProxy,
+    PoolOptions,
     ProxyState,
     WorkerAssignments,
 )
@@ -78,6 +79,10 @@ class ManagerPolicy:
     view_max_age: timedelta = timedelta(seconds=30)
     #: Holdings reads past view_max_age a tick makes again (the oldest first).
     aged_rereads: int = 20
+    #: Proxy IDs one ``quarantine_of`` call asks about: a worker's held proxies' bans are read
+    #: in calls of at most this many. At most the pool's ``PoolOptions.max_quarantine_batch``
+    #: (which refuses a longer call); a worker may hold up to ``holdings_limit``.
+    quarantine_batch: int = PoolOptions().max_quarantine_batch
 
 
 @dataclass(slots=True)
@@ -214,7 +219,10 @@ class OwnershipManager:
             view = read_holdings(self._pool, worker_id, self._policy.holdings_limit)
         except ScanBudgetExhausted:
             return None
-        banned = self._pool.quarantine_of(sorted(view.held), now) if view.held else {}
+        held, step = sorted(view.held), self._policy.quarantine_batch
+        banned: dict[str, frozenset[str]] = {}
+        for start in range(0, len(held), step):  # holdings_limit / quarantine_batch calls
+            banned.update(self._pool.quarantine_of(held[start : start + step], now))
         return _KeptView(view, banned, now)
 
     def _expire(self, now: datetime) -> tuple[int, bool]:

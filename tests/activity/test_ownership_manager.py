@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
+from activity.errors import InvalidBatch
 from activity.ownership_manager import GroupConfig, ManagerPolicy, OwnershipManager
 from activity.types import (
+    PoolOptions,
     ProxyState,
     RuntimeEntry,
     RuntimeReport,
@@ -323,3 +327,20 @@ def test_renewals_per_tick_are_bounded_whole_workers_the_soonest_first(make_pool
     assert renewed == {"g3": 2, "g1": 2, "g2": 0} and report.cut_short
     report = mgr.tick(groups, {})
     assert report.groups["g2"].renewed == 2 and not report.cut_short
+
+
+def test_a_worker_holding_more_than_one_quarantine_call_takes_is_read_in_several(make_pool):
+    """The bans of a worker's held proxies are asked in calls the pool takes (at most its
+    max_quarantine_batch IDs each): one worker holding more never stops every worker's tick."""
+    h = make_pool(options=PoolOptions(max_quarantine_batch=2))
+    h.stock(*[f"p{i}" for i in range(5)], ttl=9 * MIN)
+    live(h, "w1")
+    policy = {"quarantine_batch": 2}
+    assert manager(h, **policy).tick([group(20, "w1")], {}).groups["g1"].assigned == 5
+    acked_snapshot(h, "w1")
+    h.clock.advance(SEC)
+    # The next tick reads the five held proxies' bans (in three calls) and keeps them all.
+    assert manager(h, **policy).tick([group(20, "w1")], {}).groups["g1"].drains_begun == 0
+    assert held(h, "w1") == [f"p{i}" for i in range(5)]
+    with pytest.raises(InvalidBatch, match="more than 2 entries"):  # what one call would meet
+        manager(h, quarantine_batch=5).tick([group(20, "w1")], {})
