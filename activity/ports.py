@@ -151,6 +151,13 @@ class SlotsReader(Protocol):
 
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory: ...
 
+    def extractable(self, upstream_id: str) -> int:
+        """The upstream's AVAILABLE, unowned, unexpired proxies (what an extract could draw
+        now): ``upstream_inventory(...).extractable``, exact, but counted without reading the
+        proxies, so any number of them answers. Its expired records are cleaned first
+        (``ScanBudgetExhausted`` only when more remain than one scan cleans)."""
+        ...
+
 
 class OutcomeStore(Protocol):
     """Outcome reports of extracting clients and the quarantine of banned exits."""

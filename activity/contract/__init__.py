@@ -31,6 +31,7 @@ from activity.contract.extract import (
     TestExtractScan,
 )
 from activity.contract.extract_union import TestExtractAnyOf, TestExtractAnyOfInput
+from activity.contract.extractable import TestExtractable
 from activity.contract.generation import TestGeneration
 from activity.contract.harness import PoolFactory, PoolHarness
 from activity.contract.health import TestHealth, TestHealthInput
@@ -63,6 +64,7 @@ __all__ = [
     "TestExtractInput",
     "TestExtractReplay",
     "TestExtractScan",
+    "TestExtractable",
     "TestGeneration",
     "TestHealth",
     "TestHealthBoundaries",

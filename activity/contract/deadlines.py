@@ -19,6 +19,7 @@ CALLS = {
     "extract": lambda h: h.take(1),
     "inventory": lambda h: h.pool.inventory("u1"),
     "slots": lambda h: h.pool.upstream_inventory("u1"),
+    "extractable": lambda h: h.pool.extractable("u1"),
     "assign": lambda h: h.pool.assign(h.now, "p1", "w1", MIN),
     "session": lambda h: h.pool.open_session("w1", "s1", MIN),
     "sweep": lambda h: h.pool.sweep(10),

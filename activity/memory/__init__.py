@@ -180,6 +180,9 @@ class MemoryPool:
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:
         return self._workers.upstream_inventory(upstream_id)
 
+    def extractable(self, upstream_id: str) -> int:
+        return self._workers.extractable(upstream_id)
+
     # ------------------------------------------------------------------ OutcomeStore
     def report_outcome(self, report: OutcomeReport) -> OutcomeResult:
         return self._outcomes.report_outcome(report)

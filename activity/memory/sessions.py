@@ -281,9 +281,7 @@ class WorkerSessions:
         token(upstream_id, "upstream_id")
         s = self._s
         with s.lock:
-            check_deadline()
-            now = s.now()
-            s.clean_for_read(upstream_id, now)
+            now = self._cleaned_now(upstream_id)
             unassigned = s.index(("upstream", upstream_id))
             assigned = s.owned.get(upstream_id) or ZSet()
             budget = s.options.scan_budget
@@ -303,6 +301,21 @@ class WorkerSessions:
                 gateway_held=held,
                 gateway_capacity=capacity,
             )
+
+    def extractable(self, upstream_id: str) -> int:
+        token(upstream_id, "upstream_id")
+        with self._s.lock:
+            now = self._cleaned_now(upstream_id)
+            # A count of the index, never a read of its members: no scan budget applies.
+            return self._s.index(("upstream", upstream_id)).count_above(now)
+
+    def _cleaned_now(self, upstream_id: str) -> int:
+        """Under the lock: the pool's now, once the upstream's expired records are cleaned
+        (the slots reads must be exact; too much to clean is ScanBudgetExhausted)."""
+        check_deadline()
+        now = self._s.now()
+        self._s.clean_for_read(upstream_id, now)
+        return now
 
     def _assigned_slots(self, proxy_id: str, now: int) -> int:
         s = self._s

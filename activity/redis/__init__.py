@@ -312,6 +312,9 @@ class RedisPool:
     def upstream_inventory(self, upstream_id: str) -> UpstreamInventory:
         return self._workers.upstream_inventory(upstream_id, self._now())
 
+    def extractable(self, upstream_id: str) -> int:
+        return self._workers.extractable(upstream_id, self._now())
+
     # ------------------------------------------------------------------ Maintenance
     def sweep(self, limit: int) -> SweepResult:
         n = v.limit(limit, self.options)

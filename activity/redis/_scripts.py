@@ -46,6 +46,7 @@ SCRIPT_NAMES = (
     "assignable",
     "drain_tickets",
     "upstream_inventory",
+    "extractable",
     "sweep",
     "report_outcome",
     "quarantine_of",

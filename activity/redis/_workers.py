@@ -2,8 +2,8 @@
 
 The pool delegates these ports here (activity/redis/__init__.py); the Lua is open_session.lua,
 worker_assignments.lua, worker_revision.lua, assignable.lua, issue_snapshot.lua,
-acknowledge_snapshot.lua, drain_tickets.lua, write_report.lua, read_runtime.lua and
-upstream_inventory.lua with lua/lib/sessions_slots.lua.
+acknowledge_snapshot.lua, drain_tickets.lua, write_report.lua, read_runtime.lua,
+upstream_inventory.lua and extractable.lua with lua/lib/sessions_slots.lua.
 """
 
 from __future__ import annotations
@@ -158,3 +158,8 @@ class WorkerCalls:
             gateway_held=int(reply["gateway_held"]),
             gateway_capacity=int(reply["gateway_capacity"]),
         )
+
+    def extractable(self, upstream_id: str, now_ms: int) -> int:
+        v.token(upstream_id, "upstream_id")
+        reply = self._scripts.call("extractable", now_ms, upstream_id, self.options.scan_budget)
+        return int(reply)

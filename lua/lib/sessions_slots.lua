@@ -1,6 +1,7 @@
 -- lib/sessions_slots.lua: worker sessions, snapshots and runtime reports (open_session,
 -- issue_snapshot, acknowledge_snapshot, write_report, read_runtime) and the slots view built
--- on them (upstream_inventory). Sessions and runtime live on the server's clock (ADR rule 5).
+-- on them (upstream_inventory; extractable counts with `count_above` alone). Sessions and
+-- runtime live on the server's clock (ADR rule 5).
 
 local function count_above(key, threshold) return zread('ZCOUNT', key, '(' .. threshold, '+inf') end
 local function range_above(key, threshold, limit)

@@ -381,6 +381,7 @@ class Differential(RuleBasedStateMachine):
         for upstream in UPSTREAMS:
             self.both(lambda p, u=upstream: p.inventory(u))
             self.both(lambda p, u=upstream: p.upstream_inventory(u))
+            self.both(lambda p, u=upstream: p.extractable(u))
         for worker in WORKERS:
             self.both(lambda p, w=worker: p.drain_tickets(w, 10))
             self.both(lambda p, w=worker: _revision(p, w))
