@@ -359,8 +359,7 @@ class OwnershipManager:
         short = [
             w for w in workers if w.status is not None and w.share > _capacity(w.view.held.values())
         ]
-        # Each upstream's room is read only for a tick that has a worker to top up: an
-        # upstream_inventory read scans the upstream's assigned proxies.
+        # Each upstream's room is read only for a tick that has a worker to top up.
         upstreams = sorted({u for w in short for u in w.group.upstreams})
         room = {u: self._room(u, held_by.get(u, 0), shares.get(u, 1.0)) for u in upstreams}
         budget = self._policy.max_assigns
@@ -387,9 +386,12 @@ class OwnershipManager:
 
     def _room(self, upstream: str, held: int, share: float) -> int:
         """How many more proxies the gateway may take of ``upstream``: held stays within
-        ``share`` of held and extractable together (0 when it cannot be counted now)."""
+        ``share`` of held and extractable together (0 when it cannot be counted now: more
+        expired records than one read cleans). ``extractable`` is a count, not a scan, so an
+        upstream of any size gets its room (``upstream_inventory`` refuses one over the scan
+        budget, and sums slots the room does not need)."""
         try:
-            extractable = self._pool.upstream_inventory(upstream).extractable
+            extractable = self._pool.extractable(upstream)
         except ScanBudgetExhausted:
             return 0
         allowed = int(share * (held + extractable))

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from activity.errors import InvalidBatch
+from activity.errors import InvalidBatch, ScanBudgetExhausted
 from activity.ownership_manager import GroupConfig, ManagerPolicy, OwnershipManager
 from activity.types import (
     PoolOptions,
@@ -81,6 +81,21 @@ def test_an_upstreams_gateway_share_leaves_the_rest_to_clients(make_pool):
     manager(h).tick([group(100, "w1")], {"u1": 0.3})
     assert len(held(h, "w1")) == 3
     assert h.take(10).returned == 7
+
+
+def test_an_upstream_over_the_scan_budget_still_gets_its_room(make_pool):
+    """The room counts the upstream's extractable proxies without reading them: an upstream
+    with more live proxies than one scan covers (which upstream_inventory refuses) is still
+    assigned to a live worker, within its gateway share."""
+    h = make_pool(options=PoolOptions(scan_budget=3))
+    h.stock(*[f"p{i}" for i in range(8)], ttl=9 * MIN)
+    live(h, "w1")
+    with pytest.raises(ScanBudgetExhausted):
+        h.pool.upstream_inventory("u1")
+    tally = manager(h, candidates_page=3).tick([group(100, "w1")], {"u1": 0.25}).groups["g1"]
+    assert tally.assigned == 2  # a quarter of 8
+    assert len(held(h, "w1")) == 2
+    assert h.pool.extractable("u1") == 6
 
 
 def test_leases_about_to_lapse_are_renewed(make_pool):
