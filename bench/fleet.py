@@ -238,17 +238,40 @@ def ticks(world: World, before: Probe, after: Probe) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------------- set-up and tear-down
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workers", default="0,50,100,200,400")
-    parser.add_argument("--duration", type=float, default=60.0)
-    parser.add_argument("--extract-rate", type=float, default=50.0)
-    parser.add_argument("--upsert-rate", type=int, default=None)
-    parser.add_argument("--proxies", type=int, default=60_000)
-    parser.add_argument("--upstreams", type=int, default=20)
+    parser.add_argument(
+        "--workers",
+        default="0,50,100,200,400",
+        help="the fleet sizes measured, comma-separated, one level each (0: the baseline)",
+    )
+    parser.add_argument(
+        "--duration", type=float, default=60.0, help="seconds measured per level, once filled"
+    )
+    parser.add_argument(
+        "--extract-rate", type=float, default=50.0, help="one-proxy extracts a second beside"
+    )
+    parser.add_argument(
+        "--upsert-rate",
+        type=int,
+        default=None,
+        help="proxies upserted a second (default: as extracts)",
+    )
+    parser.add_argument("--proxies", type=int, default=60_000, help="the pool's size")
+    parser.add_argument(
+        "--upstreams", type=int, default=20, help="upstreams the pool is spread over"
+    )
     parser.add_argument("--hold", type=int, default=100, help="proxies each worker holds")
-    parser.add_argument("--busy-share", type=float, default=0.3)
-    parser.add_argument("--warmup-max", type=float, default=150.0)
-    parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--database-url", default=DEFAULT_DATABASE_URL)
+    parser.add_argument(
+        "--busy-share", type=float, default=0.3, help="share of its proxies a worker reports busy"
+    )
+    parser.add_argument(
+        "--warmup-max", type=float, default=150.0, help="seconds a level may take to fill"
+    )
+    parser.add_argument(
+        "--web-workers", type=int, default=os.cpu_count() or 1, help="granian worker processes"
+    )
+    parser.add_argument(
+        "--database-url", default=DEFAULT_DATABASE_URL, help="PostgreSQL for the configuration"
+    )
     parser.add_argument("--tick-loop", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--tick-max-seconds", type=float, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
