@@ -369,6 +369,10 @@ def gateway_command() -> list[str]:
     ]
 
 
+#: Children that call the web server, stopped before it.
+WEB_CLIENTS = frozenset({"gateway worker"})
+
+
 def gateway_bind() -> str:
     return os.environ.get("GATEWAY_BIND", "127.0.0.1:8899")
 
@@ -420,12 +424,19 @@ def main() -> int:
         stop.check()  # a Ctrl-C during the probe is no reason to warn
         if warning:
             say(f"warning: {warning}")
-        for name, argv in child_commands(bind):
+        commands = child_commands(bind)
+        # The web server's clients start once it answers: started earlier, the gateway worker
+        # would only warn that its control plane is unreachable, and retry.
+        for name, argv in [c for c in commands if c[0] not in WEB_CLIENTS]:
             stop.check()
             user = run_as if name in CELERY_CHILDREN else None
             children.append(spawn(name, argv, logs_dir, user))
         status = StatusReporter(base_url, status_every, print_line)
-        if wait_until_serving(base_url, children, stop, lambda: pump_echoes(children)):
+        serving = wait_until_serving(base_url, children, stop, lambda: pump_echoes(children))
+        for name, argv in [c for c in commands if c[0] in WEB_CLIENTS]:
+            stop.check()
+            children.append(spawn(name, argv, logs_dir))
+        if serving:
             say(banner(base_url, gateway_bind(), secrets, with_demo, logs_dir))
             status.start()
         elif not stop.requested:
@@ -446,7 +457,12 @@ def main() -> int:
         say(f"error: {type(exc).__name__}: {redact_text(str(exc))}")
         return 1
     finally:
-        stop_children(children)
+        # The web server's own clients first (the gateway worker polls it every 2 s): a control
+        # request arriving while granian stops its workers can keep one from stopping
+        # gracefully, and granian then kills it after WEB_GRACE_S.
+        clients = [child for child in children if child.name in WEB_CLIENTS]
+        stop_children(clients)
+        stop_children([child for child in children if child not in clients])
         for child in children:
             if child.echo is not None:
                 child.echo.finish()  # what they logged while stopping

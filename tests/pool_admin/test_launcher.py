@@ -163,6 +163,9 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
                 break
             time.sleep(0.5)
         assert status == 200, "".join(lines)
+        # The launcher starts the gateway worker, then prints the banner, once it sees /healthz:
+        # maybe after this test saw /readyz.
+        wait_for(lines, r"gateway    curl -x .+\n", 20)
         status, html = get(f"http://{web}/admin/login/")
         assert status == 200 and "Proxy Pool" in html
         assert get(f"http://{web}/static/admin/css/base.css")[0] == 200  # whitenoise
@@ -180,8 +183,6 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
             (name, str(logs / f"{slug}.log")) for name, slug in CHILDREN.items()
         )
         # The banner: the admin, and an extract and a gateway curl with the demo key generated now.
-        # (The launcher prints it once it sees /healthz: maybe after this test saw /readyz.)
-        wait_for(lines, r"gateway    curl -x .+\n", 20)
         output = "".join(lines)
         assert (
             f"admin      http://{web}/admin/   user admin, password from ADMIN_PASSWORD" in output
@@ -230,6 +231,8 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
         assert "all stopped" in output
         assert not [g for g in groups if group_alive(g)], output
         assert "Launcher-Test-Pass-1" not in output
+        # The gateway worker starts once the web server answers, so it never finds it away.
+        assert "control plane: unreachable" not in output
         # Neither Celery's banner nor its line per task on the terminal; both in its logs.
         for noise in ("-------------- fetches@", "[tasks]", "Task pool_admin.", "succeeded in"):
             assert noise not in output
