@@ -50,14 +50,17 @@ def pooled_call(pool: redis.ConnectionPool, *command: Any, history: bool = False
     except redis.TimeoutError as exc:
         _raise_if_past_deadline(exc, "while connecting; nothing was sent")
         raise
-    if history:
-        command = (*command, replication_id(conn))
     try:
-        if _hiredis_pack is not None:
-            conn.send_packed_command([_hiredis_pack(command)], check_health=False)  # type: ignore[no-untyped-call]
-        else:
-            conn.send_command(*command)  # type: ignore[no-untyped-call]  # untyped in redis-py
-        return conn.read_response()
+        if not history:
+            return _send(conn, command)
+        try:
+            return _send(conn, (*command, replication_id(conn)))
+        except redis.ResponseError as exc:
+            if not str(exc).startswith(HISTORY_UNCONFIRMED):
+                raise
+            # The script wrote nothing: this connection's replication ID is not the one the
+            # pool's data was written under. Ask the server again, and resend it confirmed.
+            return _send(conn, (*command, _confirmed_history(conn)))
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         conn.disconnect()  # type: ignore[no-untyped-call]
         if isinstance(exc, redis.TimeoutError):
@@ -65,6 +68,30 @@ def pooled_call(pool: redis.ConnectionPool, *command: Any, history: bool = False
         raise
     finally:
         pool.release(conn)
+
+
+#: How a pool script refuses a replication ID it has not seen confirmed (check_history in
+#: lua/lib/core.lua): an error reply that never leaves this module.
+HISTORY_UNCONFIRMED = "HISTORY unconfirmed"
+
+
+def _send(conn: Any, command: tuple[Any, ...]) -> Any:
+    if _hiredis_pack is not None:
+        conn.send_packed_command([_hiredis_pack(command)], check_health=False)
+    else:
+        conn.send_command(*command)
+    return conn.read_response()
+
+
+def _confirmed_history(conn: Any) -> str:
+    """The connection's server's replication ID asked again now, as a script takes it
+    confirmed: "<replid>!<promoted>" ("" when unknown)."""
+    learn = getattr(conn, "learn_history", None)
+    if learn is None:
+        return ""
+    learn()
+    replid = replication_id(conn)
+    return f"{replid}!{int(conn.promoted)}" if replid else ""
 
 
 def _raise_if_past_deadline(exc: redis.TimeoutError, when: str) -> None:
@@ -121,11 +148,14 @@ def replication_id(conn: object) -> str:
 class _LearnsHistory(AbstractConnection):
     """Mixed in before any redis-py connection class: each new connection asks its server for
     ``INFO replication`` once, after the handshake, and keeps the master's replication ID
-    (``master_replid``). It changes when a replica is promoted and when a server restarts, so a
-    caller can tell that it now talks to another history than the one its data was written
-    under (docs/activity-pool.md "Generation"). Once per connection, never per command."""
+    (``master_replid``) and whether a promotion made it (``master_replid2`` set). A script
+    compares it with the one the pool's data was written under (docs/activity-pool.md
+    "Generation"); when they differ the script refuses, and ``pooled_call`` has this connection
+    ask again (``learn_history``) before it resends. Once per connection, and once more per
+    refusal; never per command."""
 
     replid = ""
+    promoted = False
 
     def connect_check_health(
         self, check_health: bool = True, retry_socket_connect: bool = True
@@ -135,27 +165,39 @@ class _LearnsHistory(AbstractConnection):
         super().connect_check_health(check_health, retry_socket_connect)
         if fresh:
             try:
-                self.replid = self._replication_id()
+                self.learn_history()
             except BaseException:
                 self.disconnect()  # type: ignore[no-untyped-call]
                 raise
 
-    def _replication_id(self) -> str:
+    def learn_history(self) -> None:
         self.send_command("INFO", "replication", check_health=False)  # type: ignore[no-untyped-call]
         try:
             info = self.read_response()
-        except redis.ResponseError:
-            return ""  # INFO refused (an ACL without it): no history to compare, nothing breaks
-        return _master_replid(info)
+        except redis.exceptions.NoPermissionError:
+            # INFO refused by the ACL, for good: no history to compare, nothing breaks.
+            self.replid, self.promoted = "", False
+            return
+        except redis.ResponseError as exc:
+            # Anything else (BUSY while a script runs, LOADING) passes: "" would mean "never
+            # check" for the connection's whole life, so the connection fails instead.
+            raise redis.ConnectionError(f"INFO replication refused: {exc}") from exc
+        self.replid, self.promoted = _master_history(info)
 
 
-def _master_replid(info: bytes | str) -> str:
+#: master_replid2 of a server no promotion made (a new one, a backlog made or freed).
+NO_REPLID = "0" * 40
+
+
+def _master_history(info: bytes | str) -> tuple[str, bool]:
+    """(master_replid, whether master_replid2 is set) of a master; ("", False) for a replica:
+    a replica's master_replid is its master's, and only a master's own history counts."""
     text = info.decode() if isinstance(info, bytes) else info
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    # A replica's master_replid is its master's: only a master's own history counts.
     if fields.get("role") != "master":
-        return ""
-    return fields.get("master_replid", "").strip()
+        return "", False
+    replid2 = fields.get("master_replid2", NO_REPLID).strip()
+    return fields.get("master_replid", "").strip(), replid2 not in ("", NO_REPLID)
 
 
 class _DeadlineBound(AbstractConnection):

@@ -13,8 +13,9 @@
 --          in ms), or "" for none: every call takes one call unit first, once (a replay and a
 --          conflict too; not this call's own retry); count more proxies must fit; the returned
 --          are charged
--- ARGV[16] the server's replication ID as the connection learned it ("" unknown): see
---          pool_generation in lua/lib/core.lua
+-- ARGV[16] the server's replication ID as the connection learned it ("" unknown), or
+--          "<replid>!<promoted>" confirmed: see check_history in lua/lib/core.lua (an
+--          unconfirmed new one is refused with an error reply before anything is written)
 -- Returns: {"ok": {"replayed": bool, "result": {proxies: [static record JSON array], requested,
 --          generation: the generation its proxies were handed out under (absent in results
 --          stored before it was kept)}, "generation": the pool generation now
@@ -33,13 +34,15 @@ if replay_key ~= '' then replay_key = k(replay_key) end
 local nonce = ARGV[14]
 local quota = nil
 if ARGV[15] ~= '' then quota = cjson.decode(ARGV[15]) end
-local replid = ARGV[16]
 
--- Every answer checks the history first (a no-op while it is the stored one), so no proxy is
--- handed out under a generation whose history has ended; a refusal names none.
+-- The history first, before anything is written (check_history in lua/lib/core.lua): no proxy
+-- is handed out under a generation whose history has ended, and a replication ID to confirm
+-- is refused while nothing has changed.
+local unconfirmed = check_history(ARGV[16])
+if unconfirmed then return unconfirmed end
 local generation = nil
 local function current_generation()
-  if not generation then generation = pool_generation(nonce, replid) end
+  if not generation then generation = pool_generation(nonce) end
   return generation
 end
 local function reply(result_json, replayed)

@@ -2,14 +2,15 @@
 -- ID (or the same one after expiry) starts a new generation, fencing the old instance.
 -- KEYS[1] <prefix>:{activity}:meta
 -- ARGV[1] worker ID  ARGV[2] session ID  ARGV[3] ttl ms (server clock)
--- ARGV[4] the server's replication ID as the connection learned it ("" unknown): a worker's
---         heartbeat is how a pool that only serves gateways learns of a failover
---         (check_history in lua/lib/core.lua ends every session then)
+-- ARGV[4] the server's replication ID as the connection learned it ("" unknown; or confirmed,
+--         "<replid>!<promoted>"): a worker's heartbeat is how a pool that only serves gateways
+--         learns of a failover (check_history in lua/lib/core.lua ends every session then)
 -- Returns: {"ok": session {sid, g, x, iss, ack}}
 -- Errors: layout_mismatch
 assert(#KEYS == 1 and #ARGV == 4, 'open_session: arity')
 local w, sid, ttl = ARGV[1], ARGV[2], tonum(ARGV[3])
-check_history(ARGV[4])
+local unconfirmed = check_history(ARGV[4])
+if unconfirmed then return unconfirmed end
 local snow = server_ms()
 local s = live_session(w, snow)
 if s and s.sid == sid then

@@ -241,52 +241,71 @@ end
 -- The server's clock, read once per operation as its "now" and never waited on: Valkey
 -- freezes TIME for the whole run of a script, so a loop on it would never end there
 -- (lua/README.md).
--- The server's replication history (docs/activity-pool.md "Generation"): `replid` is the
--- server's master_replid as the caller's connection learned it when it connected ('' when
--- unknown), kept in META. A promoted replica has a new one and may lack the last writes its
--- old primary acknowledged (an asynchronous failover), so nothing that promised exclusivity
+-- The server's replication history (docs/activity-pool.md "Generation"). The caller's
+-- connection learned its server's master_replid when it connected and sends it as `arg`
+-- ('' when unknown: a replica, INFO refused). META keeps the replid the pool's data was
+-- written under. A promoted replica has a new replid and may lack the last writes its old
+-- primary acknowledged (an asynchronous failover), so nothing that promised exclusivity
 -- carries over (ADR-005 "故障语义", docs/DECISIONS.md): the pool generation ends (the next
 -- extract starts one), every worker session ends (each worker opens a new one and is sent
 -- what this server holds), and the counters whose values workers hold jump past any value the
 -- lost writes could have used, so no epoch or session generation is ever handed out twice.
--- A META without one (the first run after the upgrade, an empty namespace) records the
--- caller's and ends nothing. Atomic: of several callers that see a new history at once, the
--- first ends the old one and the others find the new replid stored.
+--
+-- But a master also takes a new replid with its data whole: when its first replica attaches,
+-- and when it frees its backlog after repl-backlog-ttl without replicas; and a connection made
+-- before such a change still carries the old one. So a replid that differs from META's is
+-- never acted on as sent: the call is refused before it writes anything (HISTORY_UNCONFIRMED,
+-- an error reply the transport never passes on, activity/redis_transport.py), and the
+-- connection asks its server again and resends it as '<replid>!<promoted>': promoted '1' when
+-- the server's master_replid2 is set (a promotion made it: the history it came from is
+-- another), '0' when not (a new replid for the same data). Only a confirmed, promoted replid
+-- ends the history; a confirmed '0' is recorded and ends nothing. A META without one (the
+-- first run after the upgrade, an empty namespace) records the caller's and ends nothing.
+-- Atomic: of several callers that confirm a new history at once, the first ends the old one
+-- and the others find the new replid stored.
 -- A jump larger than the increments a lost window can hold (about a second of writes with
 -- min-replicas-max-lag 1, docs/OPERATIONS.md; an epoch moves once per drain).
 local HISTORY_JUMP = 1000000
--- `known`: META's replid as the caller read it (nil: none). True when a history ended here.
-local function record_history(replid, known)
-  if replid == '' or replid == known then return false end
-  if known then
-    redis.call('HDEL', META, 'generation')
-    redis.call('DEL', SESS, SESS_EXP, RT, RT_EXP)
-    for _, counter_key in ipairs({GEN, EPOCH}) do
-      if redis.call('EXISTS', counter_key) == 1 then
-        redis.call('INCRBY', counter_key, HISTORY_JUMP)
-      end
+local HISTORY_UNCONFIRMED = 'HISTORY unconfirmed: ask the server again and resend'
+
+local function end_history()
+  redis.call('HDEL', META, 'generation')
+  redis.call('DEL', SESS, SESS_EXP, RT, RT_EXP)
+  -- Unconditionally: a counter the lost writes created is missing here, and counting again
+  -- from 1 would hand out values they already gave.
+  local ttl = redis.call('PTTL', META)
+  for _, counter_key in ipairs({GEN, EPOCH}) do
+    redis.call('INCRBY', counter_key, HISTORY_JUMP)
+    if redis.call('PTTL', counter_key) < 0 and ttl > 0 then
+      redis.call('PEXPIRE', counter_key, ttl)
     end
   end
-  redis.call('HSET', META, 'replid', replid)
-  if redis.call('PTTL', META) < 0 then redis.call('PEXPIRE', META, GRACE_MS) end
-  return known ~= nil
 end
 
-local function check_history(replid)
-  if replid ~= '' then record_history(replid, redis.call('HGET', META, 'replid') or nil) end
+-- Before any write of the calling operation. Returns nil, or the error reply to return as is.
+local function check_history(arg)
+  if arg == '' then return nil end
+  local replid, promoted = string.match(arg, '^([^!]*)!([01])$')
+  local confirmed = replid ~= nil
+  if not confirmed then replid = arg end
+  local known = redis.call('HGET', META, 'replid')
+  if known == replid then return nil end
+  if known and not confirmed then return redis.error_reply(HISTORY_UNCONFIRMED) end
+  if known and promoted == '1' then end_history() end
+  redis.call('HSET', META, 'replid', replid)
+  if redis.call('PTTL', META) < 0 then redis.call('PEXPIRE', META, GRACE_MS) end
+  return nil
 end
 
 -- The pool generation (ADR-005: losing Redis ends a generation): an ID kept in META, which
 -- lives as long as any proxy record (its TTL reaches the horizon), so it changes when the
 -- namespace's records are lost (a restart of a Redis without persistence, a flush, an idle
--- namespace that expired) and when the history changes (record_history). Made from `seed`, a
+-- namespace that expired) and when the history ends (check_history). Made from `seed`, a
 -- fresh random hex string of the calling operation (extract's nonce), the first time it is
 -- asked for; a META made here outlives nothing (GRACE_MS) unless a write extends it to the
 -- horizon.
-local function pool_generation(seed, replid)
-  local found = redis.call('HMGET', META, 'generation', 'replid')  -- one command per extract
-  local generation = found[1] or nil
-  if record_history(replid, found[2] or nil) then generation = nil end
+local function pool_generation(seed)
+  local generation = redis.call('HGET', META, 'generation')
   if generation then return generation end
   generation = string.sub(seed, 1, 16)
   redis.call('HSET', META, 'generation', generation)

@@ -91,18 +91,23 @@ class Pair:
             client.replicaof("NO", "ONE")
 
     def stock(self, pool: RedisPool) -> None:
-        now = self.clock.now()
-        proxies = [
-            FetchedProxy(f"p{i}", f"exit-{i}", f"10.5.0.{i}", 8080, "http", now + 10 * MIN)
-            for i in range(PROXIES)
-        ]
-        pool.upsert_fetched(FetchedBatch("u1", proxies, 100, timedelta(seconds=5), now))
-        pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
+        stock(pool, self.clock)
 
     def close(self) -> None:
         for made in self.pools:
             made.close()
         self.replica.kill()
+
+
+def stock(pool: RedisPool, clock: ManualClock) -> None:
+    """PROXIES proxies of upstream u1, AVAILABLE."""
+    now = clock.now()
+    proxies = [
+        FetchedProxy(f"p{i}", f"exit-{i}", f"10.5.0.{i}", 8080, "http", now + 10 * MIN)
+        for i in range(PROXIES)
+    ]
+    pool.upsert_fetched(FetchedBatch("u1", proxies, 100, timedelta(seconds=5), now))
+    pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
 
 
 @pytest.fixture
@@ -252,3 +257,91 @@ def test_a_client_not_allowed_info_still_extracts_and_compares_no_history(privat
         assert "generation" in meta and "replid" not in meta
     finally:
         pool.close()
+
+
+def test_a_new_replication_id_for_the_same_data_ends_nothing_even_on_old_connections(
+    private_redis, tmp_path
+):
+    """A master takes a new replication ID with its data whole when its first replica attaches
+    (and when it frees its backlog): no generation ends, no session is fenced, and connections
+    made before the change, still carrying the old ID, end nothing either (they ask again)."""
+    server = private_redis()
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    clock = ManualClock(datetime.now(UTC))
+
+    def pool() -> RedisPool:
+        return RedisPool(redis.Redis.from_url(server.url, socket_timeout=5),
+                         PoolOptions(prefix=prefix), clock=clock)  # fmt: skip
+
+    early = pool()
+    stock(early, clock)
+    first = early.extract(ExtractRequest("c1", 1))
+    session = early.open_session("w1", "s-1", timedelta(minutes=5))
+    with redis.Redis.from_url(server.url, decode_responses=True) as admin:
+        before = admin.info("replication")["master_replid"]
+        replica = RedisServer(tmp_path / "r", args=("--replicaof", "127.0.0.1", str(server.port)))
+        replica.start()
+        try:
+            deadline = time.monotonic() + 10
+            while admin.info("replication")["master_replid"] == before:
+                assert time.monotonic() < deadline, "the master kept its replication ID"
+                time.sleep(0.02)
+            late = pool()  # learns the new ID
+            answers = [p.extract(ExtractRequest("c2", 1)) for p in (late, early, late, early)]
+            assert {a.generation for a in answers} == {first.generation}
+            again = early.open_session("w1", "s-1", timedelta(minutes=5))
+            assert again.generation == session.generation  # the same session, renewed
+            assert late.open_session("w1", "s-1", timedelta(minutes=5)).generation == (
+                session.generation
+            )
+        finally:
+            replica.kill()
+            early.close()
+
+
+def test_a_busy_server_fails_the_connection_rather_than_leaving_it_blind(private_redis):
+    """INFO answered BUSY (a long script) while a connection is made: the call fails and the
+    next one, on a new connection, learns the replication ID (a connection that took "" would
+    never see a failover)."""
+    server = private_redis()
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    with redis.Redis.from_url(server.url) as admin:
+        admin.config_set("busy-reply-threshold", 100)
+    busy = threading.Thread(
+        target=lambda: redis.Redis.from_url(server.url, socket_timeout=60).eval(
+            "local i = 0 while i < 100000000 do i = i + 1 end return 1", 0
+        )
+    )
+    busy.start()
+    time.sleep(0.3)  # past busy-reply-threshold: other clients are answered BUSY
+    pool = RedisPool(
+        redis.Redis.from_url(server.url, socket_timeout=10), PoolOptions(prefix=prefix)
+    )
+    try:
+        with pytest.raises(StoreUnavailable):
+            pool.extract(ExtractRequest("c1", 1))
+        busy.join(60)
+        pool.extract(ExtractRequest("c1", 1))
+        with redis.Redis.from_url(server.url, decode_responses=True) as admin:
+            meta = admin.hgetall(f"{prefix}:{{activity}}:meta")
+            assert meta["replid"] == admin.info("replication")["master_replid"]
+    finally:
+        busy.join(60)
+        pool.close()
+
+
+def test_a_counter_the_lost_writes_made_jumps_on_the_new_master_too(pair):
+    """The session-generation counter first made in the lost window (no session before it) is
+    missing on the promoted replica: it still starts past the jump, not at 1 again."""
+    old = pair.pool(pair.primary)
+    pair.stock(old)
+    old.extract(ExtractRequest("c1", 1))
+    pair.synced()
+    with pair.replication_held():
+        lost = old.open_session("w1", "s-1", timedelta(minutes=5))  # the counter's first value
+        pair.lose_primary()
+    pair.promote()
+    new = pair.pool(pair.replica)
+    after = new.open_session("w1", "s-2", timedelta(minutes=5))
+    assert lost.generation == 1
+    assert after.generation > 1_000_000
