@@ -84,6 +84,10 @@ class ManagerPolicy:
     #: (which refuses a longer call); a worker may hold up to ``holdings_limit``.
     quarantine_batch: int = PoolOptions().max_quarantine_batch
 
+    def __post_init__(self) -> None:
+        if self.quarantine_batch < 1:
+            raise ValueError("ManagerPolicy.quarantine_batch must be at least 1")
+
 
 @dataclass(slots=True)
 class GroupTally:

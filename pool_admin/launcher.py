@@ -369,6 +369,8 @@ def gateway_command() -> list[str]:
     ]
 
 
+#: How the launcher names the secrets setup steps hand it (--secrets-fd).
+SECRET_NAMES = {"admin_password": "the admin password", "demo_api_key": "the demo client's key"}
 #: Children that call the web server, stopped before it.
 WEB_CLIENTS = frozenset({"gateway worker"})
 
@@ -419,7 +421,12 @@ def main() -> int:
         secrets: dict[str, str] = {}
         for step in steps:
             stop.check()
-            secrets.update(manage(*step, log_path=logs_dir / "setup.log"))
+            made = manage(*step, log_path=logs_dir / "setup.log")
+            # Shown now, not only in the banner: a run that stops before the banner must not
+            # take a secret that exists nowhere else with it (the banner repeats it).
+            for name, value in made.items():
+                say(f"{step[0]} generated {SECRET_NAMES.get(name, name)}: {value} (store it now)")
+            secrets.update(made)
         run_as, warning = celery_user(REPO_DIR, dict(os.environ))
         stop.check()  # a Ctrl-C during the probe is no reason to warn
         if warning:

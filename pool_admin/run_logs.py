@@ -66,7 +66,12 @@ def rotate_if_over(path: Path, limit: int | None = None) -> bool:
             return False
     except FileNotFoundError:
         return False
-    shutil.copyfile(path, path.with_name(path.name + ".1"))
+    previous = path.with_name(path.name + ".1")
+    # Made 0600 before a byte is copied: the log's own mode, whatever the directory's.
+    fd = os.open(previous, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older copy made with another mode
+    with os.fdopen(fd, "wb") as out, path.open("rb") as source:
+        shutil.copyfileobj(source, out)
     os.truncate(path, 0)
     return True
 

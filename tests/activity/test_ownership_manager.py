@@ -359,3 +359,8 @@ def test_a_worker_holding_more_than_one_quarantine_call_takes_is_read_in_several
     assert held(h, "w1") == [f"p{i}" for i in range(5)]
     with pytest.raises(InvalidBatch, match="more than 2 entries"):  # what one call would meet
         manager(h, quarantine_batch=5).tick([group(20, "w1")], {})
+
+
+def test_a_quarantine_batch_under_one_is_refused():
+    with pytest.raises(ValueError, match="quarantine_batch must be at least 1"):
+        ManagerPolicy(quarantine_batch=0)

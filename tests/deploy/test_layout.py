@@ -326,8 +326,13 @@ def check_an_extract_through_nginx_keeps_the_client_address(
     with layout.https(transport=transport) as https:
         answer = https.post("/api/v1/extract", headers=auth,
                             json={"count": 1, "filters": {"upstream": "demo"}})  # fmt: skip
+        # Readiness (a PostgreSQL and a Redis connection a request) only for the deployment's
+        # own networks: 127.0.0.2 is not one of them.
+        assert https.get("/readyz").status_code == 403
     assert answer.status_code == 200, answer.text
     assert answer.json()["returned"] == 1
+    with layout.https() as own:
+        assert own.get("/readyz").status_code == 200
     spoofed = {"X-Real-IP": "203.0.113.9", "X-Forwarded-For": "203.0.113.9", "Host": "localhost"}
     direct = httpx.HTTPTransport(local_address="127.0.0.3")
     with httpx.Client(transport=direct, timeout=10) as client:

@@ -195,6 +195,9 @@ def test_launcher_starts_everything_and_sigint_stops_everything():
             f'gateway    curl -x http://{env["GATEWAY_BIND"]} --proxy-user "demo:{key}" http://{web}/healthz'
             in output
         )
+        # Shown as soon as it was made too, before anything can stop the run short of a banner.
+        shown = f"launcher: ensure_demo generated the demo client's key: {key} (store it now)\n"
+        assert output.index(shown) < output.index("launcher: started web")
         doctor_line = re.search(r"doctor     POOL_DEV=1 \S+ manage.py doctor(.*)\n", output)
         assert doctor_line and "DATABASE_URL, REDIS_URL" in doctor_line[1], output
         inventory = urllib.request.Request(

@@ -78,6 +78,7 @@ def test_a_log_over_its_bound_is_kept_once_as_dot_1_and_truncated_in_place(tmp_p
     assert len(tail_reader.read_lines()) == 101
     assert rotate_if_over(path, limit=1000)
     assert (tmp_path / "web.log.1").stat().st_size > 1000 and path.stat().st_size == 0
+    assert (tmp_path / "web.log.1").stat().st_mode & 0o777 == 0o600  # the log's own mode
     log.write(b"2026 WARNING new\n")  # O_APPEND: the writer goes on at the new end
     log.close()
     assert tail_reader.read_lines() == ["2026 WARNING new"]
