@@ -26,17 +26,17 @@ from django_celery_beat.schedulers import DatabaseScheduler
 logger = logging.getLogger(__name__)
 
 
-def write_heartbeat(now: datetime | None = None) -> None:
-    """Record that beat is alive now (one upsert of one row)."""
+def write_heartbeat(now: datetime | None = None, where: str | None = None) -> None:
+    """Record that this beat (``where``: its host and PID) is alive now: one upsert of its
+    row, and its role's rows silent past ``FORGET_AFTER`` deleted."""
     from pool_admin.config.models import Heartbeat
+    from pool_admin.config.models.heartbeats import FORGET_AFTER
 
-    Heartbeat.objects.update_or_create(
-        role=Heartbeat.Role.BEAT,
-        defaults={
-            "at": now or datetime.now(UTC),
-            "where": f"{socket.gethostname()}:{os.getpid()}"[:200],
-        },
-    )
+    at = now or datetime.now(UTC)
+    place = where or f"{socket.gethostname()}:{os.getpid()}"[:200]
+    role = Heartbeat.Role.BEAT
+    Heartbeat.objects.update_or_create(role=role, where=place, defaults={"at": at})
+    Heartbeat.objects.filter(role=role, at__lt=at - FORGET_AFTER).delete()
 
 
 class Scheduler(DatabaseScheduler):  # type: ignore[misc]  # an untyped base (django-celery-beat)

@@ -71,18 +71,32 @@ def check_celery(app: Celery | None = None) -> Sequence[Finding]:
 
 
 def check_beat(now: datetime | None = None) -> Sequence[Finding]:
-    """Beat's heartbeat (pool_admin/beat.py) younger than ``BEAT_HEARTBEAT_MAX_AGE_S``."""
+    """Exactly one beat with a heartbeat (pool_admin/beat.py) younger than
+    ``BEAT_HEARTBEAT_MAX_AGE_S``."""
     from pool_admin.config.models import Heartbeat
 
     limit = settings.BEAT_HEARTBEAT_MAX_AGE_S
     fix = "start exactly one `celery -A pool_admin beat` (docs/DEPLOY.md)"
-    row = Heartbeat.objects.filter(role=Heartbeat.Role.BEAT).first()
-    if row is None:
+    rows = list(Heartbeat.objects.filter(role=Heartbeat.Role.BEAT).order_by("-at")[: MAX_NAMES + 1])
+    if not rows:
         return [fail("beat", "beat has never written a heartbeat", fix)]
-    age = ((now or datetime.now(UTC)) - row.at).total_seconds()
-    if age > limit:
-        return [fail("beat", f"last heartbeat {age:.0f} s ago ({row.where}), limit {limit} s", fix)]
-    return [ok("beat", f"heartbeat {max(age, 0):.0f} s ago ({row.where})")]
+    at = now or datetime.now(UTC)
+    fresh = [r for r in rows if (at - r.at).total_seconds() <= limit]
+    if len(fresh) > 1:
+        places = _names([r.where for r in fresh])
+        return [
+            fail(
+                "beat",
+                f"{len(fresh)} beats running ({places}): every scheduled task is sent twice",
+                "stop all but one beat in the deployment",
+            )
+        ]
+    age = (at - rows[0].at).total_seconds()
+    if not fresh:
+        return [
+            fail("beat", f"last heartbeat {age:.0f} s ago ({rows[0].where}), limit {limit} s", fix)
+        ]
+    return [ok("beat", f"heartbeat {max(age, 0):.0f} s ago ({rows[0].where})")]
 
 
 def check_consumer() -> Sequence[Finding]:

@@ -148,6 +148,23 @@ def test_beat_never_seen_then_fresh_then_stale(settings):
     assert Heartbeat.objects.count() == 1  # one row, written over
 
 
+@pytest.mark.django_db
+def test_two_beats_at_once_fail_and_a_place_long_silent_is_forgotten():
+    now = datetime.now(UTC)
+    write_heartbeat(now, where="host-a:101")
+    write_heartbeat(now, where="host-b:202")
+    (finding,) = processes.check_beat(now=now + timedelta(seconds=1))
+    assert finding.status is Status.FAIL
+    assert finding.summary.startswith("2 beats running (host-a:101, host-b:202)")
+    assert finding.fix == "stop all but one beat in the deployment"
+    # host-b stopped: its row stops being fresh, and a day on, a write of host-a deletes it.
+    later = now + timedelta(seconds=60)
+    write_heartbeat(later, where="host-a:101")
+    assert processes.check_beat(now=later)[0].status is Status.OK
+    write_heartbeat(now + timedelta(days=2), where="host-a:101")
+    assert list(Heartbeat.objects.values_list("where", flat=True)) == ["host-a:101"]
+
+
 # ---------------------------------------------------------------------------- the consumer
 def test_the_consumer_group_missing_reading_idle_and_dead_letters(own_redis, settings, monkeypatch):
     url, client = own_redis
