@@ -38,11 +38,11 @@ if ARGV[15] ~= '' then quota = cjson.decode(ARGV[15]) end
 -- The history first, before anything is written (check_history in lua/lib/core.lua): no proxy
 -- is handed out under a generation whose history has ended, and a replication ID to confirm
 -- is refused while nothing has changed.
-local unconfirmed = check_history(ARGV[16])
+local unconfirmed, stored_generation = check_history(ARGV[16])
 if unconfirmed then return unconfirmed end
 local generation = nil
 local function current_generation()
-  if not generation then generation = pool_generation(nonce) end
+  if not generation then generation = pool_generation(nonce, stored_generation) end
   return generation
 end
 local function reply(result_json, replayed)

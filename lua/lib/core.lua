@@ -282,19 +282,25 @@ local function end_history()
   end
 end
 
--- Before any write of the calling operation. Returns nil, or the error reply to return as is.
+-- Before any write of the calling operation. Returns the error reply to return as is (or
+-- nil), and the pool generation stored now, read in the same command (nil: none, or not read),
+-- for pool_generation: an extract reads META once.
 local function check_history(arg)
-  if arg == '' then return nil end
+  if arg == '' then return nil, nil end
   local replid, promoted = string.match(arg, '^([^!]*)!([01])$')
   local confirmed = replid ~= nil
   if not confirmed then replid = arg end
-  local known = redis.call('HGET', META, 'replid')
-  if known == replid then return nil end
-  if known and not confirmed then return redis.error_reply(HISTORY_UNCONFIRMED) end
-  if known and promoted == '1' then end_history() end
+  local found = redis.call('HMGET', META, 'replid', 'generation')
+  local known, generation = found[1] or nil, found[2] or nil
+  if known == replid then return nil, generation end
+  if known and not confirmed then return redis.error_reply(HISTORY_UNCONFIRMED), nil end
+  if known and promoted == '1' then
+    end_history()
+    generation = nil
+  end
   redis.call('HSET', META, 'replid', replid)
   if redis.call('PTTL', META) < 0 then redis.call('PEXPIRE', META, GRACE_MS) end
-  return nil
+  return nil, generation
 end
 
 -- The pool generation (ADR-005: losing Redis ends a generation): an ID kept in META, which
@@ -303,9 +309,9 @@ end
 -- namespace that expired) and when the history ends (check_history). Made from `seed`, a
 -- fresh random hex string of the calling operation (extract's nonce), the first time it is
 -- asked for; a META made here outlives nothing (GRACE_MS) unless a write extends it to the
--- horizon.
-local function pool_generation(seed)
-  local generation = redis.call('HGET', META, 'generation')
+-- horizon. `stored`: the generation the operation already read (check_history), if any.
+local function pool_generation(seed, stored)
+  local generation = stored or redis.call('HGET', META, 'generation')
   if generation then return generation end
   generation = string.sub(seed, 1, 16)
   redis.call('HSET', META, 'generation', generation)
