@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db.models import Count
 
 from pool_admin.doctor.findings import Finding, fail, ok, warn
-from pool_admin.doctor.stores import IO_TIMEOUT_S, connect_once
+from pool_admin.doctor.stores import IO_TIMEOUT_S, connect_once, text
 
 #: Entries not yet delivered to the consumer group before the doctor warns (a few seconds of a
 #: busy deployment's events: the consumer applies thousands a second).
@@ -109,7 +109,7 @@ def check_consumer() -> Sequence[Finding]:
             if client.exists(settings.METRICS_STREAM)
             else []
         )
-        group = next((g for g in groups if _text(g.get("name")) == settings.METRICS_GROUP), None)
+        group = next((g for g in groups if text(g.get("name")) == settings.METRICS_GROUP), None)
         consumers: Any = (
             client.xinfo_consumers(settings.METRICS_STREAM, settings.METRICS_GROUP)
             if group is not None
@@ -145,10 +145,6 @@ def check_consumer() -> Sequence[Finding]:
             )
         ]
     return [ok("metrics-consumer", f"reading, last {idle_ms / 1000:.0f} s ago ({figures})")]
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def check_gateway() -> Sequence[Finding]:

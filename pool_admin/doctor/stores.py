@@ -203,7 +203,7 @@ def check_sentinels(role: str, url: str) -> Callable[[], Sequence[Finding]]:
             )
             try:
                 address: Any = client.sentinel_get_master_addr_by_name(target.master)
-                masters.add(None if address is None else f"{_text(address[0])}:{address[1]}")
+                masters.add(None if address is None else f"{text(address[0])}:{address[1]}")
                 quorum.append(_ckquorum(client, target.master))
                 listed: Any = client.sentinel_slaves(target.master)
                 replicas = max(replicas, sum(not _down(r) for r in listed))
@@ -229,10 +229,11 @@ def _ckquorum(client: redis.Redis, master: str) -> bool:
         reply: Any = client.sentinel_ckquorum(master)
     except redis.ResponseError:  # NOQUORUM: too few Sentinels can authorise a failover
         return False
-    return _text(reply).startswith("OK")
+    return text(reply).startswith("OK")
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """A reply's bytes (or a str) as text."""
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -299,8 +300,7 @@ def check_libraries(role: str, url: str) -> Callable[[], Sequence[Finding]]:
 def _library_name(row: Any) -> str:
     """A FUNCTION LIST row's library name (RESP2 gives the row as a flat key, value list)."""
     fields = row if isinstance(row, dict) else dict(zip(row[::2], row[1::2], strict=True))
-    name = fields.get(b"library_name", fields.get("library_name", b""))
-    return name.decode() if isinstance(name, bytes) else str(name)
+    return text(fields.get(b"library_name", fields.get("library_name", b"")))
 
 
 def _judge_libraries(role: str, found: list[tuple[str, str, list[str]]]) -> Finding:

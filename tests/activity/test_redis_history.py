@@ -20,16 +20,13 @@ import redis
 
 from activity import (
     ExtractRequest,
-    FetchedBatch,
-    FetchedProxy,
-    HealthUpdate,
     PoolOptions,
-    ProxyState,
     RedisPool,
 )
 from activity.contract.harness import ManualClock
 from activity.errors import StoreUnavailable
 from pool_admin.localservices import RedisServer
+from tests.harness.pool_stock import stock
 from tests.harness.sentinel import lose_primary, replication_held
 
 pytestmark = pytest.mark.fault
@@ -91,23 +88,12 @@ class Pair:
             client.replicaof("NO", "ONE")
 
     def stock(self, pool: RedisPool) -> None:
-        stock(pool, self.clock)
+        stock(pool, self.clock, PROXIES)
 
     def close(self) -> None:
         for made in self.pools:
             made.close()
         self.replica.kill()
-
-
-def stock(pool: RedisPool, clock: ManualClock) -> None:
-    """PROXIES proxies of upstream u1, AVAILABLE."""
-    now = clock.now()
-    proxies = [
-        FetchedProxy(f"p{i}", f"exit-{i}", f"10.5.0.{i}", 8080, "http", now + 10 * MIN)
-        for i in range(PROXIES)
-    ]
-    pool.upsert_fetched(FetchedBatch("u1", proxies, 100, timedelta(seconds=5), now))
-    pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
 
 
 @pytest.fixture
@@ -274,7 +260,7 @@ def test_a_new_replication_id_for_the_same_data_ends_nothing_even_on_old_connect
                          PoolOptions(prefix=prefix), clock=clock)  # fmt: skip
 
     early = pool()
-    stock(early, clock)
+    stock(early, clock, PROXIES)
     first = early.extract(ExtractRequest("c1", 1))
     session = early.open_session("w1", "s-1", timedelta(minutes=5))
     with redis.Redis.from_url(server.url, decode_responses=True) as admin:

@@ -19,16 +19,13 @@ import pytest
 from activity import (
     ExtractRequest,
     ExtractResult,
-    FetchedBatch,
-    FetchedProxy,
-    HealthUpdate,
     PoolOptions,
-    ProxyState,
     RedisPool,
 )
 from activity.contract.harness import ManualClock
 from activity.errors import StoreUnavailable
 from activity.redis_url import connect
+from tests.harness.pool_stock import stock
 from tests.harness.sentinel import SentinelDeployment
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
@@ -50,13 +47,7 @@ def _stocked_pool(deployment: SentinelDeployment, n: int = 20) -> RedisPool:
     clock = ManualClock(datetime.now(UTC))
     client = connect(deployment.url, socket_timeout=2, socket_connect_timeout=1)
     pool = RedisPool(client, PoolOptions(prefix=f"t{uuid.uuid4().hex[:12]}"), clock=clock)
-    now = clock.now()
-    proxies = [
-        FetchedProxy(f"p{i}", f"exit-{i}", f"10.4.0.{i}", 8080, "http", now + 10 * MIN)
-        for i in range(n)
-    ]
-    pool.upsert_fetched(FetchedBatch("u1", proxies, 100, timedelta(seconds=5), now))
-    pool.apply_health([HealthUpdate(p.proxy_id, ProxyState.AVAILABLE, now) for p in proxies])
+    stock(pool, clock, n, network="10.4.0")
     return pool
 
 
