@@ -35,10 +35,9 @@ from activity.redact import redact_text, redact_url
 from activity.redis_url import is_sentinel_url
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
 from pool_admin.demo_proxies import DemoProxies
+from pool_admin.local_postgres import PostgresCluster, cluster_datadir
 from pool_admin.localservices import (
-    PostgresCluster,
     RedisServer,
-    cluster_datadir,
     create_database_if_missing,
     ensure_installed,
     is_loopback,

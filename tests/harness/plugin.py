@@ -22,12 +22,8 @@ import redis
 
 from activity.redact import redact_url
 from pool_admin.defaults import DEFAULT_DATABASE_URL, DEFAULT_REDIS_URL
-from pool_admin.localservices import (
-    PostgresCluster,
-    RedisServer,
-    postgres_answers,
-    redis_answers,
-)
+from pool_admin.local_postgres import PostgresCluster
+from pool_admin.localservices import RedisServer, postgres_answers, redis_answers
 from tests.harness.check_target import CheckTargetServer, check_target
 
 

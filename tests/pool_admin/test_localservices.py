@@ -9,10 +9,9 @@ import psycopg
 import pytest
 import redis
 
+from pool_admin.local_postgres import PostgresCluster, cluster_datadir
 from pool_admin.localservices import (
-    PostgresCluster,
     RedisServer,
-    cluster_datadir,
     create_database_if_missing,
     ensure_installed,
     is_loopback,
